@@ -1,0 +1,165 @@
+"""Retrieval evaluation (``mempp eval``): recall@k, hit@k and MRR per category, one store per scope.
+
+The format is ``shared/eval/FORMAT.md``: ``docs.jsonl`` and ``questions.jsonl``.
+Each scope gets its own store, built with one ``add``; each question is asked
+at its own ``as_of``. Scores compare the caller's keys, so ``--ranked-out``
+(one ``{"id", "ranked": [keys, best first]}`` line per question) can be
+re-scored by anyone.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import mempp
+from mempp.jsonl import read_jsonl
+from mempp.progress import ProgressBar
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    ks: tuple[int, ...] = (10, 50)
+    weights: tuple[float, float, float] = (1.0, 1.0, 4.0)
+    depth: int = 50
+    reserve: bool = True
+    legs: tuple[str, ...] | None = None
+    embedder: str = "minilm"
+
+
+def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """Documents and questions grouped by scope, in file order."""
+    by_scope: dict[str, list[dict]] = defaultdict(list)
+    for _, d in read_jsonl(docs):
+        by_scope[str(d.get("scope"))].append(d)
+    qs: dict[str, list[dict]] = defaultdict(list)
+    for lineno, q in read_jsonl(questions):
+        for name in ("id", "text"):
+            if not isinstance(q.get(name), str):
+                raise mempp.ValidationError(f"{questions}:{lineno}: expected a string", field=name)
+        qs[str(q.get("scope"))].append(q)
+    return dict(by_scope), dict(qs)
+
+
+def score(ranked: Sequence[str], evidence: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
+    """Recall@k, hit@k for each k, and MRR within the largest k."""
+    gold = set(evidence)
+    out: dict[str, float] = {}
+    for k in ks:
+        top = set(ranked[:k])
+        found = len(gold & top)
+        out[f"recall@{k}"] = found / len(gold)
+        out[f"hit@{k}"] = 1.0 if found else 0.0
+    rr = 0.0
+    for i, key in enumerate(ranked[: max(ks)]):
+        if key in gold:
+            rr = 1.0 / (i + 1)
+            break
+    out["mrr"] = rr
+    return out
+
+
+def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    if not rows:
+        return {}
+    return {name: sum(r[name] for r in rows) / len(rows) for name in rows[0]}
+
+
+def make_embedder(name: str):
+    if name == "minilm":
+        return mempp.OnnxEmbedder()
+    if name == "hash":
+        return mempp.HashEmbedder()
+    raise mempp.ValidationError(f"unknown embedder {name!r} (minilm or hash)", field="embedder")
+
+
+def evaluate(
+    docs: str | Path,
+    questions: str | Path,
+    config: EvalConfig = EvalConfig(),
+    *,
+    ranked_out: str | Path | None = None,
+    progress: bool = True,
+    workdir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark; returns the ``--json`` report."""
+    t0 = time.perf_counter()
+    doc_groups, q_groups = load(docs, questions)
+    embedder = make_embedder(config.embedder)
+    per_q: list[tuple[str, dict[str, float]]] = []
+    kmax = max(config.ks)
+    n_docs = sum(len(v) for v in doc_groups.values())
+    n_q = sum(len(v) for v in q_groups.values())
+    timing = {"ingest_s": 0.0, "query_s": 0.0}
+    out_f = open(ranked_out, "w", encoding="utf-8") if ranked_out else None
+    try:
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp, \
+                ProgressBar(n_docs, "ingest", enabled=progress) as ingest_bar, \
+                ProgressBar(n_q, "query", unit="questions", enabled=progress) as query_bar:
+            for i, scope in enumerate(sorted(set(doc_groups) | set(q_groups))):
+                store = mempp.Store.open(Path(tmp) / f"scope{i}", embedder=embedder)
+                with store:
+                    t = time.perf_counter()
+                    store.add(doc_groups.get(scope, []), progress=ingest_bar)
+                    timing["ingest_s"] += time.perf_counter() - t
+                    qs = q_groups.get(scope, [])
+                    t = time.perf_counter()
+                    vecs = embedder.embed([q["text"] for q in qs]) if qs and config.weights[2] else None
+                    for j, q in enumerate(qs):
+                        hits = store.query(
+                            q["text"],
+                            as_of=q.get("as_of"),
+                            k=kmax,
+                            weights=config.weights,
+                            depth=config.depth,
+                            reserve=config.reserve,
+                            legs=config.legs,
+                            embedding=None if vecs is None else vecs[j],
+                        )
+                        ranked = [h.key for h in hits]
+                        if out_f:
+                            out_f.write(json.dumps({"id": q["id"], "ranked": ranked}, ensure_ascii=False) + "\n")
+                        if q.get("evidence"):
+                            per_q.append((str(q.get("category")), score(ranked, q["evidence"], config.ks)))
+                        query_bar.update(1)
+                    timing["query_s"] += time.perf_counter() - t
+    finally:
+        if out_f:
+            out_f.close()
+    by_cat: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for cat, s in per_q:
+        by_cat[cat].append(s)
+    return {
+        "k": list(config.ks),
+        "questions": len(per_q),
+        "overall": _mean([s for _, s in per_q]),
+        "by_category": {cat: {**_mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
+        "config": {**asdict(config), "docs": str(docs), "questions": str(questions)},
+        "documents": n_docs,
+        "seconds": round(time.perf_counter() - t0, 2),
+        "timing": {k: round(v, 2) for k, v in timing.items()},
+        "query_ms_mean": round(1e3 * timing["query_s"] / max(n_q, 1), 2),
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    ks = report["k"]
+    cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit")] + ["mrr"]
+    head = f"{'category':<22}{'n':>6}" + "".join(f"{c:>11}" for c in cols)
+    lines = [head, "-" * len(head)]
+    for cat, row in report["by_category"].items():
+        lines.append(f"{cat:<22}{row['questions']:>6}" + "".join(f"{row[c]:>11.3f}" for c in cols))
+    lines.append("-" * len(head))
+    lines.append(f"{'overall':<22}{report['questions']:>6}" + "".join(f"{report['overall'].get(c, 0):>11.3f}" for c in cols))
+    cfg = report["config"]
+    lines.append(
+        f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
+        f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
+        f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"
+    )
+    return "\n".join(lines)

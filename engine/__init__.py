@@ -1,0 +1,47 @@
+"""mempp: non-destructive organizational memory.
+
+Every document is kept whole and immutable; versions are chosen at read time,
+when a question brings its own date and wording.
+
+>>> import mempp
+>>> mempp.Store, mempp.format_evidence  # doctest: +ELLIPSIS
+(<class 'mempp.store.Store'>, <function format_evidence at ...>)
+"""
+
+from .embedder import Embedder, HashEmbedder, OnnxEmbedder
+from .errors import (
+    CorruptStoreError,
+    DocumentNotFound,
+    EmbedderError,
+    MemppError,
+    StoreError,
+    StoreLockedError,
+    ValidationError,
+)
+from .evidence import format_evidence
+from .store import Store
+from .types import Document, Hit, Hits, Plan, Record
+from mempp.storage import Analyzer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Analyzer",
+    "CorruptStoreError",
+    "Document",
+    "DocumentNotFound",
+    "Embedder",
+    "EmbedderError",
+    "HashEmbedder",
+    "Hit",
+    "Hits",
+    "MemppError",
+    "OnnxEmbedder",
+    "Plan",
+    "Record",
+    "Store",
+    "StoreError",
+    "StoreLockedError",
+    "ValidationError",
+    "format_evidence",
+]

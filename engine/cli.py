@@ -1,0 +1,237 @@
+"""The ``mempp`` command: a thin adapter over the Python API.
+
+Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from .errors import MemppError, ValidationError
+
+LEG_NAMES = ("lexical", "tag", "vector")
+
+
+def _weights(s: str) -> tuple[float, float, float]:
+    parts = s.split(",")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError("expected three numbers: lexical,tag,vector (e.g. 1,1,4)")
+    try:
+        return tuple(float(p) for p in parts)  # type: ignore[return-value]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not numbers: {s!r}") from None
+
+
+def _legs(s: str) -> tuple[str, ...]:
+    legs = tuple(p.strip() for p in s.split(",") if p.strip())
+    bad = [leg for leg in legs if leg not in LEG_NAMES]
+    if bad or not legs:
+        raise argparse.ArgumentTypeError(f"legs are {','.join(LEG_NAMES)}; got {s!r}")
+    return legs
+
+
+def _embedder(name: str):
+    from .embedder import HashEmbedder, OnnxEmbedder
+
+    return {"minilm": OnnxEmbedder, "hash": HashEmbedder}[name]()
+
+
+def _ranking_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--weights", type=_weights, default=(1.0, 1.0, 4.0), help="lexical,tag,vector fusion weights (default 1,1,4)")
+    p.add_argument("--depth", type=int, default=50, help="candidates per leg (default 50)")
+    p.add_argument("--no-reserve", action="store_true", help="no latest-date reserve slots")
+    p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mempp", description="Non-destructive organizational memory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("add", help="add a JSON Lines file of documents to a store (created if missing)")
+    p.add_argument("store")
+    p.add_argument("file", help="JSON Lines: one {id, text, author, date, thread, channel, ...} per line")
+    p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
+    p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("query", help="ask a store a question")
+    p.add_argument("store")
+    p.add_argument("text")
+    p.add_argument("--as-of", default=None, help="ISO date or datetime: answer as the record stood then")
+    p.add_argument("--author", action="append", default=None, help="only documents by this author (repeatable)")
+    p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")
+    p.add_argument("--channel", action="append", default=None, help="only this channel (repeatable)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--json", action="store_true", help="print hits (and plan) as JSON")
+    p.add_argument("--explain", action="store_true", help="show the plan and each hit's per-leg ranks")
+    _ranking_args(p)
+
+    p = sub.add_parser("stats", help="counts and sizes of a store")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("versions", help="committed versions of a store")
+    p.add_argument("store")
+
+    p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
+    p.add_argument("--docs", required=True)
+    p.add_argument("--questions", required=True)
+    p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
+    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _ranking_args(p)
+
+    p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
+    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--k", type=int, default=5)
+    return parser
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from .jsonl import read_jsonl
+    from .progress import ProgressBar
+    from .store import Store
+
+    embedder = _embedder(args.embedder) if args.embedder else None
+    if args.batch_size < 1:
+        raise ValidationError("must be >= 1", field="--batch-size")
+    total = added = dups = skipped = 0
+    with Store.open(args.store, embedder=embedder) as store:
+        n_lines = sum(1 for _ in open(args.file, "rb"))
+        with ProgressBar(n_lines, "add", enabled=not args.quiet) as bar:
+            batch: list[dict] = []
+            lines: list[int] = []
+
+            def flush() -> None:
+                nonlocal added, dups, skipped
+                before = len(store)
+                try:
+                    ids = store.add(batch, progress=bar)
+                except ValidationError as exc:
+                    if exc.record is not None:
+                        raise ValidationError(
+                            f"{args.file}:{lines[exc.record]}: {str(exc).split(': ', 1)[-1]}", field=None
+                        ) from None
+                    raise
+                added += len(store) - before
+                skipped += sum(1 for i in ids if i is None)
+                dups += sum(1 for i in ids if i is not None) - (len(store) - before)
+                batch.clear()
+                lines.clear()
+
+            for lineno, obj in read_jsonl(args.file):
+                batch.append(obj)
+                lines.append(lineno)
+                total += 1
+                if len(batch) >= args.batch_size:
+                    flush()
+            if batch:
+                flush()
+        print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
+              f"{len(store)} documents at version {store.version}")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .evidence import evidence_header
+    from .store import Store
+
+    with Store.open(args.store, read_only=True) as store:
+        hits = store.query(
+            args.text,
+            as_of=args.as_of,
+            k=args.k,
+            authors=args.author,
+            threads=args.thread,
+            channels=args.channel,
+            weights=args.weights,
+            depth=args.depth,
+            reserve=not args.no_reserve,
+            legs=args.legs,
+        )
+    if args.json:
+        print(hits.to_json())
+        return 0
+    if args.explain and hits.plan:
+        p = hits.plan
+        legs = ", ".join(f"{leg} w={v['weight']:g} returned {v['returned']}" for leg, v in p.legs.items())
+        print(f"# as_of={p.as_of.isoformat() if p.as_of else 'now'} candidates={p.candidates} depth={p.depth} "
+              f"reserve={p.reserve}; {legs}; authors named: {', '.join(p.matched_authors) or 'none'}")
+        print("# timings ms: " + ", ".join(f"{k} {v:.2f}" for k, v in p.timings_ms.items()))
+    if not hits:
+        print("no matching documents")
+    for i, h in enumerate(hits, 1):
+        line = f"{i}. {evidence_header(h)}"
+        if args.explain:
+            ranks = " ".join(f"{leg}={'-' if r is None else r}" for leg, r in h.ranks.items())
+            line += f"  [id {h.key or h.doc_id}; score {h.score:.5f}; {ranks}{'; reserve' if h.reserved else ''}]"
+        print(line)
+        print("   " + h.text.replace("\n", "\n   "))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False) as store:
+        stats = store.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        for key, value in stats.items():
+            print(f"{key:>14}: {value}")
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False) as store:
+        for v in store.versions():
+            print(f"{v['version']:>6}  {v['committed_at']}  +{v['docs']} docs" + ("  (supersessions)" if v["supersessions"] else ""))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from mempp.bench.evaluate import EvalConfig, evaluate, format_report
+
+    ks = tuple(sorted(set(args.k or [10, 50])))
+    if any(k < 1 for k in ks):
+        raise ValidationError("must be >= 1", field="--k")
+    cfg = EvalConfig(
+        ks=ks, weights=args.weights, depth=args.depth, reserve=not args.no_reserve, legs=args.legs, embedder=args.embedder
+    )
+    report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(embedder=_embedder(args.embedder), k=args.k)
+
+
+COMMANDS = {"add": cmd_add, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (MemppError, OSError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"mempp: error: {msg}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mempp: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

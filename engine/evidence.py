@@ -1,0 +1,19 @@
+"""Render hits as evidence for an answering model: the original text with its date and author."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .types import Record
+
+
+def evidence_header(rec: Record) -> str:
+    date = rec.date.date().isoformat() if rec.date else "undated"
+    who = rec.author or "unknown author"
+    where = [p for p in (rec.channel, f"thread {rec.thread}" if rec.thread else None) if p]
+    return f"[{date}] {who}" + (f" ({', '.join(where)})" if where else "") + ":"
+
+
+def format_evidence(hits: Iterable[Record], *, separator: str = "\n\n") -> str:
+    """``[2023-09-15] Aisha Patel (email, thread EV-2023-105):`` then the original text, per hit."""
+    return separator.join(f"{evidence_header(h)}\n{h.text}" for h in hits)

@@ -1,0 +1,63 @@
+"""Weighted reciprocal-rank fusion and the latest-date reserve (DESIGN §2.3–2.4)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+RRF_C = 60
+
+
+def rrf(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], c: int = RRF_C) -> dict[int, float]:
+    """``score(d) = Σ_leg w_leg / (c + rank_leg(d))`` with ranks from 0; a leg of weight 0 is skipped."""
+    scores: dict[int, float] = {}
+    for leg, ranked in rankings.items():
+        w = float(weights.get(leg, 0.0))
+        if w == 0.0:
+            continue
+        for rank, doc in enumerate(ranked):
+            scores[doc] = scores.get(doc, 0.0) + w / (c + rank)
+    return scores
+
+
+def fused_order(scores: Mapping[int, float]) -> list[int]:
+    """Documents by fused score, the later-ingested (higher doc id) first on ties."""
+    return sorted(scores, key=lambda d: (-scores[d], -d))
+
+
+RESERVE_SLOTS = 3
+
+
+def select(
+    scores: Mapping[int, float],
+    dates: Mapping[int, int | None],
+    k: int,
+    reserve: bool = True,
+) -> list[tuple[int, bool]]:
+    """Choose ``k`` documents: ``(doc, reserved)`` in result order.
+
+    With the reserve, the first ``k − 3`` slots go by fused score and the last 3
+    to the latest-dated matched documents not already chosen (later-ingested
+    first on equal dates; undated documents are never "latest-dated"); slots the
+    reserve cannot fill go by fused order. ``k ≤ 3`` makes every slot a reserve
+    slot, exactly as the rule reads.
+    """
+    order = fused_order(scores)
+    if k <= 0:
+        return []
+    if not reserve:
+        return [(d, False) for d in order[:k]]
+    n_fused = max(k - RESERVE_SLOTS, 0)
+    chosen = order[:n_fused]
+    taken = set(chosen)
+    dated = [d for d in order[n_fused:] if dates.get(d) is not None]
+    dated.sort(key=lambda d: (-dates[d], -d))
+    picks = dated[: k - n_fused]
+    out = [(d, False) for d in chosen] + [(d, True) for d in picks]
+    taken.update(picks)
+    for d in order[n_fused:]:
+        if len(out) >= k:
+            break
+        if d not in taken:
+            out.append((d, False))
+            taken.add(d)
+    return out

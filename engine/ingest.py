@@ -1,0 +1,175 @@
+"""Input validation: turn caller documents into checked rows before anything is written.
+
+Every record of a batch is checked first; the first bad one raises a
+:class:`ValidationError` naming it and the field, and nothing of the batch
+is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import date
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .dates import to_us
+from .errors import ValidationError
+from .types import Document
+
+STRING_FIELDS = ("author", "thread", "channel", "source")
+KNOWN = {"id", "key", "text", "date", "meta", "supersedes", *STRING_FIELDS}
+
+
+@dataclass
+class Row:
+    """A checked document ready to be stored (``text`` non-empty)."""
+
+    record: int
+    key: str | None
+    text: str
+    author: str | None
+    date: int | None  # µs UTC
+    thread: str | None
+    channel: str | None
+    source: str | None
+    meta: str | None  # JSON, verbatim caller fields
+    supersedes: tuple[str, ...]
+    fingerprint: int
+    embedding: np.ndarray | None = None
+
+
+def fingerprint(author: str | None, text: str) -> int:
+    """Identity of a re-ingest: the author and the text with whitespace normalized."""
+    norm = " ".join(text.split())
+    data = (author or "").encode("utf-8") + b"\x00" + norm.encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _as_mapping(doc: Any, record: int) -> Mapping[str, Any]:
+    if isinstance(doc, Mapping):
+        return doc
+    if isinstance(doc, Document):
+        d = asdict(doc)
+        meta = d.pop("meta") or {}
+        return {**meta, **{k: v for k, v in d.items() if v is not None and v != ()}}
+    if is_dataclass(doc) and not isinstance(doc, type):
+        return asdict(doc)
+    raise ValidationError(f"expected a dict or mempp.Document, got {type(doc).__name__}", record=record)
+
+
+def _string(value: Any, name: str, record: int, key: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"expected a string or null, got {type(value).__name__}", field=name, record=record, key=key)
+    _check_utf8(value, name, record, key)
+    return value
+
+
+def _check_utf8(value: str, name: str, record: int, key: str | None) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"not valid Unicode text ({exc.reason} at {exc.start})", field=name, record=record, key=key) from None
+
+
+def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row | None]:
+    """Check every document; ``None`` marks an empty or whitespace-only text (skipped, as the reference does)."""
+    docs = list(docs)
+    emb = _check_embeddings(embeddings, len(docs), dim)
+    rows: list[Row | None] = []
+    for i, raw in enumerate(docs):
+        d = _as_mapping(raw, i)
+        key = d.get("id", d.get("key"))
+        if isinstance(key, bool) or not (key is None or isinstance(key, (str, int))):
+            raise ValidationError(f"expected a string, got {type(key).__name__}", field="id", record=i)
+        key = None if key is None else str(key)
+        if key is not None:
+            _check_utf8(key, "id", i, None)
+        text = d.get("text")
+        if not isinstance(text, str):
+            raise ValidationError(
+                f"expected a string, got {type(text).__name__}" if text is not None else "missing",
+                field="text", record=i, key=key,
+            )
+        _check_utf8(text, "text", i, key)
+        if not text.strip():
+            rows.append(None)
+            continue
+        strings = {name: _string(d.get(name), name, i, key) for name in STRING_FIELDS}
+        when = d.get("date")
+        date_us = None
+        if when is not None:
+            if not isinstance(when, (str, date)):
+                raise ValidationError(f"expected an ISO 8601 string or datetime, got {type(when).__name__}", field="date", record=i, key=key)
+            try:
+                date_us = to_us(when)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ValidationError(f"cannot parse {when!r} as an ISO 8601 date ({exc})", field="date", record=i, key=key) from None
+        sup = d.get("supersedes") or ()
+        if isinstance(sup, str):
+            sup = (sup,)
+        if not isinstance(sup, (list, tuple)) or not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in sup):
+            raise ValidationError("expected a key or a list of keys", field="supersedes", record=i, key=key)
+        meta = {k: v for k, v in d.items() if k not in KNOWN}
+        if isinstance(d.get("meta"), Mapping):
+            meta = {**d["meta"], **meta}
+        elif d.get("meta") is not None:
+            meta["meta"] = d["meta"]
+        try:
+            meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True) if meta else None
+            if meta_json is not None:
+                meta_json.encode("utf-8")
+        except (TypeError, ValueError, UnicodeEncodeError) as exc:
+            raise ValidationError(f"extra fields must be JSON values ({exc})", field="meta", record=i, key=key) from None
+        rows.append(
+            Row(
+                record=i,
+                key=key,
+                text=text,
+                date=date_us,
+                meta=meta_json,
+                supersedes=tuple(str(s) for s in sup),
+                fingerprint=fingerprint(strings["author"], text),
+                embedding=None if emb is None else emb[i],
+                **strings,
+            )
+        )
+    return rows
+
+
+def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
+    if embeddings is None:
+        return None
+    try:
+        emb = np.asarray(embeddings, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"not a numeric array ({exc})", field="embeddings") from None
+    if emb.ndim != 2 or emb.shape[0] != n:
+        raise ValidationError(f"expected shape ({n}, dim), got {emb.shape}", field="embeddings")
+    if dim is not None and emb.shape[1] != dim:
+        raise ValidationError(f"expected dimension {dim}, got {emb.shape[1]}", field="embeddings")
+    bad = ~np.isfinite(emb).all(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValidationError("contains NaN or infinity", field="embedding", record=i)
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    return np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+
+
+def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:
+    """A query vector as a unit float32 array of the store's dimension."""
+    try:
+        v = np.asarray(vec, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"not a numeric vector ({exc})", field=name) from None
+    if v.shape[0] != dim:
+        raise ValidationError(f"expected dimension {dim}, got {v.shape[0]}", field=name)
+    if not np.isfinite(v).all():
+        raise ValidationError("contains NaN or infinity", field=name)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 and not math.isclose(norm, 1.0, rel_tol=1e-6) else v

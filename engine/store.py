@@ -1,0 +1,623 @@
+"""``mempp.Store``: the one entry object. Open a directory, add documents, ask questions as of a date."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from mempp.storage import (
+    FOREVER,
+    NAT,
+    Analyzer,
+    CommitBatch,
+    Snapshot,
+    StoreError,
+    WriterLock,
+    commit,
+    list_versions,
+    new_manifest,
+    now_us,
+    read_current,
+    read_manifest,
+)
+
+from .dates import from_us, to_us
+from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
+from .errors import DocumentNotFound, EmbedderError, ValidationError
+from .ingest import Row, check_vector, prepare
+from .planner import NameMatcher, QueryOptions, run
+from .types import LEGS, Hit, Hits, Plan, Record
+
+DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
+
+
+class Store:
+    """A mempp store: a directory of immutable segments and manifests.
+
+    >>> import mempp, tempfile
+    >>> with mempp.Store.open(tempfile.mkdtemp() + "/org", embedder=mempp.HashEmbedder()) as s:
+    ...     ids = s.add([{"id": "a", "text": "SLA is 99.9%", "author": "Ann Lee", "date": "2023-01-05"}])
+    ...     s.query("what is the SLA?", k=1)[0].key
+    'a'
+    """
+
+    def __init__(self, path: Path, snapshot: Snapshot, embedder: Embedder | None, read_only: bool, analyzer: Analyzer):
+        self.path = path
+        self._snap = snapshot
+        self._embedder = embedder
+        self.read_only = read_only
+        self._analyzer = snapshot.analyzer or analyzer
+        self._lock = WriterLock(path)
+        self._closed = False
+        self._matcher: tuple[int, NameMatcher] | None = None
+        # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprint -> (doc id, key).
+        self._keys: dict[str, list[int]] = {}
+        self._fps: dict[int, list[tuple[int, str | None]]] = {}
+        self._indexed = 0
+        info = snapshot.manifest.get("embedder") if snapshot.manifest else None
+        if embedder is not None and info is not None:
+            if embedder.model_id != info["model_id"] or int(embedder.dim) != int(info["dim"]):
+                raise EmbedderError(
+                    f"{path}: store was built with {info['model_id']} ({info['dim']}-d); "
+                    f"got {embedder.model_id} ({embedder.dim}-d)"
+                )
+        self._embedder_info = info or (describe(embedder) if embedder is not None else dict(DEFAULT_EMBEDDER))
+
+    # --- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        embedder: Embedder | None = None,
+        read_only: bool = False,
+        create: bool = True,
+        version: int | None = None,
+        analyzer: Analyzer | None = None,
+    ) -> "Store":
+        """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
+
+        ``embedder``: defaults to the model the store was built with (all-MiniLM-L6-v2 for a new
+        store), loaded on first use. ``version``: open that committed version, read-only.
+        """
+        path = Path(path)
+        if not path.exists():
+            if read_only or version is not None or not create:
+                raise StoreError(f"{path}: no such store")
+            path.mkdir(parents=True)
+        elif not path.is_dir():
+            raise StoreError(f"{path}: not a directory")
+        if version is not None:
+            if version not in list_versions(path):
+                raise StoreError(f"{path}: no committed version {version}")
+            manifest = read_manifest(path, f"manifests/{int(version):08d}.json")
+            read_only = True
+        else:
+            manifest = read_current(path)
+        want = analyzer or Analyzer()
+        if manifest is not None and analyzer is not None and manifest["analyzer"] != analyzer.to_json():
+            raise StoreError(f"{path}: store was indexed with analyzer {manifest['analyzer']}, not {analyzer.to_json()}")
+        return cls(path, Snapshot(path, manifest), embedder, read_only, want)
+
+    def refresh(self) -> int:
+        """Move to the newest committed version (others' commits become visible); returns it."""
+        self._check_open()
+        manifest = read_current(self.path)
+        if manifest is not None and int(manifest["version"]) != self._snap.version:
+            self._snap = Snapshot(self.path, manifest, previous=self._snap)
+        return self._snap.version
+
+    def close(self) -> None:
+        self._lock.release()
+        self._closed = True
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.path}: store is closed")
+
+    # --- properties ------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self._snap.version
+
+    @property
+    def dim(self) -> int:
+        return int(self._embedder_info["dim"])
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, loaded on first use."""
+        if self._embedder is None:
+            self._embedder = embedder_for(self._embedder_info)
+            if self._embedder is None:
+                raise EmbedderError(
+                    f"{self.path}: store was built with embeddings from {self._embedder_info['model_id']!r}; "
+                    "pass that embedder to Store.open, or pass embedding= / embeddings= yourself"
+                )
+        return self._embedder
+
+    def __len__(self) -> int:
+        return self._snap.n_docs
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Committed versions: ``{"version", "committed_at", "docs", "supersessions"}``, oldest first."""
+        out = []
+        for c in self._snap.manifest.get("commits", []):
+            out.append(
+                {
+                    "version": c["version"],
+                    "committed_at": c["committed_at"],
+                    "docs": c.get("n_docs", 0),
+                    "supersessions": "sup" in c["files"],
+                }
+            )
+        return out
+
+    # --- writing ---------------------------------------------------------------------------------
+    def add(
+        self,
+        docs: Iterable[dict | Any],
+        embeddings: Any = None,
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[int | None]:
+        """Add documents as one commit; when it returns the batch is committed and durable.
+
+        Returns one entry per input: the new doc id; the existing doc id for a re-ingest (same
+        author and whitespace-normalized text, and either the same key and date as any stored
+        version, or no key on one side and the stored row still active); ``None`` for an empty
+        or whitespace-only text.
+        A key that matches an active document with other text stores a new version and records
+        a supersession of the old one, effective at the new document's date. A ``supersedes``
+        field (a key or list of keys) records the same for other documents.
+        """
+        self._check_writable()
+        rows = prepare(docs, embeddings, self.dim)
+        self._begin_write()
+        snap = self._snap
+        ingested = now_us()
+        next_id = snap.n_docs
+        results: list[int | None] = []
+        new_rows: list[Row] = []
+        batch_keys: dict[str, int] = {}
+        batch_fps: dict[int, list[tuple[int, str | None]]] = {}
+        batch_dates: dict[int, int | None] = {}
+        retired: set[int] = set()  # superseded by this batch
+        sups: list[tuple[int, int, int, int]] = []
+
+        def active(doc: int) -> bool:
+            return doc not in retired and (doc >= snap.n_docs or snap.valid_until[doc] == FOREVER)
+
+        for row in rows:
+            if row is None:
+                results.append(None)
+                continue
+            dup = self._duplicate(row, batch_fps.get(row.fingerprint, []), batch_dates, active)
+            if dup is not None:
+                results.append(dup)
+                continue
+            doc_id = next_id
+            next_id += 1
+            effective = row.date if row.date is not None else ingested
+            if row.key is not None:
+                prev = batch_keys.get(row.key)
+                if prev is None:
+                    prev = self._active(row.key)
+                if prev is not None and active(prev):
+                    sups.append((prev, doc_id, effective, ingested))
+                    retired.add(prev)
+                batch_keys[row.key] = doc_id
+            for target_key in row.supersedes:
+                target = batch_keys.get(target_key)
+                if target is None:
+                    target = self._active(target_key, latest=True)
+                if target is None:
+                    raise ValidationError(f"no document with id {target_key!r}", field="supersedes", record=row.record, key=row.key)
+                if target == doc_id:
+                    raise ValidationError("a document cannot supersede itself", field="supersedes", record=row.record, key=row.key)
+                sups.append((target, doc_id, effective, ingested))
+                retired.add(target)
+            batch_fps.setdefault(row.fingerprint, []).append((doc_id, row.key))
+            batch_dates[doc_id] = row.date
+            new_rows.append(row)
+            results.append(doc_id)
+
+        if new_rows or sups:
+            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress)
+            self._commit(batch)
+        return results
+
+    def supersede(self, old: str | int, new: str | int, effective: Any = None) -> None:
+        """Record that ``new`` replaces ``old`` from ``effective`` on (default: ``new``'s date).
+
+        ``old`` and ``new`` are keys (the active version) or doc ids. Nothing is deleted:
+        ``old`` stays the answer for questions as of dates before ``effective``.
+        """
+        self._check_writable()
+        self._begin_write()
+        old_id = self._resolve(old, "old")
+        new_id = self._resolve(new, "new")
+        if old_id == new_id:
+            raise ValidationError("a document cannot supersede itself", field="new")
+        recorded = now_us()
+        if effective is None:
+            d = int(self._snap.dates[new_id])
+            eff = d if d != NAT else recorded
+        else:
+            try:
+                eff = to_us(effective)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective") from None
+        self._commit(CommitBatch(supersessions=[(old_id, new_id, eff, recorded)]))
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only")
+
+    def _begin_write(self) -> None:
+        """Take the writer lock and build on the newest committed version."""
+        self._lock.acquire()
+        self.refresh()
+        self._index_keys()
+
+    def _commit(self, batch: CommitBatch) -> None:
+        previous = self._snap.manifest or new_manifest(self.dim, self._embedder_info, self._analyzer.to_json())
+        manifest = commit(self.path, previous, batch)
+        self._snap = Snapshot(self.path, manifest, previous=self._snap)
+        self._index_keys()
+
+    def _build_batch(self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress) -> CommitBatch:
+        n = len(rows)
+        emb = np.empty((n, self.dim), dtype=np.float32)
+        todo = [i for i, r in enumerate(rows) if r.embedding is None]
+        for i, r in enumerate(rows):
+            if r.embedding is not None:
+                emb[i] = r.embedding
+        if todo:
+            vecs = self.embedder.embed([rows[i].text for i in todo], batch_size=batch_size, progress=progress)
+            emb[todo] = vecs
+        elif progress is not None and n:
+            progress(n)
+        term_ids = self._snap.term_ids
+        new_terms: dict[str, int] = {}
+        base_terms = self._snap.n_terms
+        doc_terms = []
+        lengths = []
+        for r in rows:
+            toks = self._analyzer.terms(r.text)
+            ids = np.empty(len(toks), dtype=np.int64)
+            for j, t in enumerate(toks):
+                tid = term_ids.get(t)
+                if tid is None:
+                    tid = new_terms.get(t)
+                    if tid is None:
+                        tid = new_terms[t] = base_terms + len(new_terms)
+                ids[j] = tid
+            doc_terms.append(ids)
+            lengths.append(len(toks))
+        columns = {
+            "doc_id": list(range(first, first + n)),
+            "key": [r.key for r in rows],
+            "text": [r.text for r in rows],
+            "author": [r.author for r in rows],
+            "date": [r.date for r in rows],
+            "ingested_at": [ingested] * n,
+            "thread": [r.thread for r in rows],
+            "channel": [r.channel for r in rows],
+            "source": [r.source for r in rows],
+            "meta": [r.meta for r in rows],
+            "fingerprint": [r.fingerprint for r in rows],
+            "length": lengths,
+        }
+        return CommitBatch(
+            columns=columns if n else None,
+            embeddings=emb,
+            doc_terms=doc_terms,
+            new_terms=list(new_terms),
+            supersessions=sups,
+        )
+
+    def _index_keys(self) -> None:
+        """Extend the key and fingerprint indexes to every committed document."""
+        snap = self._snap
+        if self._indexed >= snap.n_docs:
+            return
+        for entry in snap.segments:
+            seg = entry.segment
+            if entry.base + seg.n <= self._indexed:
+                continue
+            keys = seg.table.column("key").to_pylist()
+            fps = seg.table.column("fingerprint").to_pylist()
+            for row in range(max(self._indexed - entry.base, 0), seg.n):
+                doc = entry.base + row
+                key = keys[row]
+                if key is not None:
+                    self._keys.setdefault(key, []).append(doc)
+                self._fps.setdefault(fps[row], []).append((doc, key))
+        self._indexed = snap.n_docs
+
+    def _duplicate(self, row: Row, in_batch: list, batch_dates: dict[int, int | None], active) -> int | None:
+        """The stored document ``row`` re-ingests, if any.
+
+        Same author and text (whitespace-normalized) and either: the same key and the same
+        date (an exact replay of any stored version, superseded or not, so re-adding a file
+        never resurrects an old decision), or no key on one side and the stored row active
+        (DESIGN §1's rule). Rows with different keys are different documents.
+        """
+        for doc, key in reversed(self._fps.get(row.fingerprint, []) + in_batch):
+            if row.key is not None and key == row.key:
+                when = batch_dates[doc] if doc in batch_dates else int(self._snap.dates[doc])
+                if (None if when == NAT else when) == row.date:
+                    return doc
+            elif (key is None or row.key is None) and active(doc):
+                return doc
+        return None
+
+    def _active(self, key: str, latest: bool = False) -> int | None:
+        """The active document with ``key`` (or, with ``latest``, the newest version if none is active)."""
+        docs = self._keys.get(key)
+        if not docs:
+            return None
+        for d in reversed(docs):
+            if self._snap.valid_until[d] == FOREVER:
+                return d
+        return docs[-1] if latest else None
+
+    def _resolve(self, ref: str | int, field: str) -> int:
+        self._index_keys()
+        if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
+            if 0 <= int(ref) < self._snap.n_docs:
+                return int(ref)
+            raise DocumentNotFound(f"no document with doc id {ref}")
+        if isinstance(ref, str):
+            doc = self._active(ref, latest=True)
+            if doc is None:
+                raise DocumentNotFound(f"no document with id {ref!r}")
+            return doc
+        raise ValidationError(f"expected a key (str) or doc id (int), got {type(ref).__name__}", field=field)
+
+    # --- reading ---------------------------------------------------------------------------------
+    def get(self, ref: str | int) -> Record:
+        """The stored document: by key (its active version, else its newest) or by doc id."""
+        self._check_open()
+        return self._record(self._resolve(ref, "id"))
+
+    def history(self, key: str) -> list[Record]:
+        """Every version stored under ``key``, oldest first."""
+        self._check_open()
+        self._index_keys()
+        return [self._record(d) for d in self._keys.get(key, [])]
+
+    def _record(self, doc: int, cls=Record, **extra: Any) -> Any:
+        r = self._snap.row(doc)
+        vu = int(self._snap.valid_until[doc])
+        return cls(
+            doc_id=doc,
+            key=r["key"],
+            text=r["text"],
+            author=r["author"],
+            date=r["date"],
+            ingested_at=r["ingested_at"],
+            thread=r["thread"],
+            channel=r["channel"],
+            source=r["source"],
+            meta=json.loads(r["meta"]) if r["meta"] else {},
+            valid_until=None if vu == FOREVER else from_us(vu),
+            **extra,
+        )
+
+    def _options(self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to) -> QueryOptions:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
+        if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+            raise ValidationError(f"expected an integer >= 1, got {depth!r}", field="depth")
+        if isinstance(weights, dict):
+            unknown = set(weights) - set(LEGS)
+            if unknown:
+                raise ValidationError(f"unknown legs {sorted(unknown)}; legs are {list(LEGS)}", field="weights")
+            weights = tuple(weights.get(leg, 0.0) for leg in LEGS)
+        try:
+            w = tuple(float(x) for x in weights)
+        except (TypeError, ValueError):
+            raise ValidationError(f"expected three numbers (lexical, tag, vector), got {weights!r}", field="weights") from None
+        if len(w) != 3 or not all(math.isfinite(x) and x >= 0 for x in w):
+            raise ValidationError(f"expected three finite numbers >= 0 (lexical, tag, vector), got {weights!r}", field="weights")
+        if legs is not None:
+            legs = [legs] if isinstance(legs, str) else list(legs)
+            unknown = set(legs) - set(LEGS)
+            if unknown:
+                raise ValidationError(f"unknown legs {sorted(unknown)}; legs are {list(LEGS)}", field="legs")
+            w = tuple(x if leg in legs else 0.0 for leg, x in zip(LEGS, w))
+        n = max(self._snap.n_docs, 1)
+        return QueryOptions(
+            k=int(min(k, n)),
+            as_of=_date_arg(as_of, "as_of", end_of_day=True),
+            weights=w,
+            depth=int(min(depth, n)),
+            reserve=bool(reserve),
+            authors=_names(authors, "authors"),
+            threads=_names(threads, "threads"),
+            channels=_names(channels, "channels"),
+            date_from=_date_arg(date_from, "date_from", end_of_day=False),
+            date_to=_date_arg(date_to, "date_to", end_of_day=True),
+        )
+
+    def query(
+        self,
+        text: str,
+        *,
+        as_of: Any = None,
+        k: int = 10,
+        authors: Sequence[str] | str | None = None,
+        threads: Sequence[str] | str | None = None,
+        channels: Sequence[str] | str | None = None,
+        date_from: Any = None,
+        date_to: Any = None,
+        weights: Sequence[float] | dict[str, float] = (1, 1, 4),
+        depth: int = 50,
+        reserve: bool = True,
+        legs: Iterable[str] | None = None,
+        embedding: Any = None,
+    ) -> Hits:
+        """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
+
+        ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
+        ``weights``: (lexical, tag, vector) or a dict; a weight of 0 (or a leg left out of
+        ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        """
+        self._check_open()
+        if not isinstance(text, str):
+            raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
+        opt = self._options(k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to)
+        qvec = None
+        if opt.weights[2] and self._snap.n_docs:
+            if embedding is not None:
+                qvec = check_vector(embedding, self.dim)
+            elif text.strip():
+                qvec = self.embedder.embed([text])[0]
+        return self._execute(text, qvec, opt)
+
+    search = query
+
+    def explain(self, text: str, **kwargs: Any) -> Plan:
+        """The plan of a query (candidates, legs, timings); runs it."""
+        return self.query(text, **kwargs).plan
+
+    def _execute(self, text: str, qvec: np.ndarray | None, opt: QueryOptions) -> Hits:
+        snap = self._snap
+        hits = Hits()
+        if snap.n_docs == 0 or opt.k == 0:
+            hits.plan = Plan(from_us(opt.as_of), 0, {}, opt.k, opt.depth, opt.reserve)
+            return hits
+        chosen, fused, rankings, details = run(snap, text, qvec, opt, self._name_matcher())
+        rank_of = {leg: {d: i for i, d in enumerate(r)} for leg, r in rankings.items()}
+        for doc, reserved in chosen:
+            ranks = {leg: rank_of[leg].get(doc) if leg in rank_of else None for leg in LEGS}
+            hits.append(self._record(doc, Hit, score=fused[doc], ranks=ranks, reserved=reserved))
+        hits.plan = Plan(
+            as_of=from_us(opt.as_of),
+            candidates=details["candidates"],
+            legs=details["legs"],
+            k=opt.k,
+            depth=opt.depth,
+            reserve=opt.reserve,
+            matched_authors=details["matched_authors"],
+            timings_ms=details["timings_ms"],
+        )
+        return hits
+
+    def _name_matcher(self) -> NameMatcher:
+        names = self._snap.authors.names
+        if self._matcher is None or self._matcher[0] != len(names):
+            self._matcher = (len(names), NameMatcher(names))
+        return self._matcher[1]
+
+    def query_batch(
+        self,
+        texts: Sequence[str],
+        embeddings: Any = None,
+        *,
+        k: int = 10,
+        as_of: Any = None,
+        progress: Callable[[int], None] | None = None,
+        **kwargs: Any,
+    ):
+        """Answer many queries; a ``pyarrow.Table`` (query, rank, doc_id, key, score, rank per leg, reserved).
+
+        ``as_of`` may be one value or one per query. Query embeddings are computed in batches.
+        """
+        import pyarrow as pa
+
+        texts = list(texts)
+        as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
+        if len(as_ofs) != len(texts):
+            raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+        vecs = None
+        if embeddings is not None:
+            vecs = np.asarray(embeddings, dtype=np.float32)
+            if vecs.shape != (len(texts), self.dim):
+                raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
+        elif self._snap.n_docs and texts and not (kwargs.get("weights") and float(tuple(kwargs["weights"])[2]) == 0):
+            vecs = self.embedder.embed(texts)
+        cols: dict[str, list] = {name: [] for name in ("query", "rank", "doc_id", "key", "score", "reserved")}
+        for leg in LEGS:
+            cols[f"rank_{leg}"] = []
+        for qi, text in enumerate(texts):
+            hits = self.query(text, k=k, as_of=as_ofs[qi], embedding=None if vecs is None else vecs[qi], **kwargs)
+            for rank, h in enumerate(hits):
+                cols["query"].append(qi)
+                cols["rank"].append(rank)
+                cols["doc_id"].append(h.doc_id)
+                cols["key"].append(h.key)
+                cols["score"].append(h.score)
+                cols["reserved"].append(h.reserved)
+                for leg in LEGS:
+                    cols[f"rank_{leg}"].append(h.ranks[leg])
+            if progress is not None:
+                progress(1)
+        types = {"query": pa.int32(), "rank": pa.int32(), "doc_id": pa.uint64(), "key": pa.string(), "score": pa.float64(), "reserved": pa.bool_()}
+        return pa.table({name: pa.array(v, types.get(name, pa.int32())) for name, v in cols.items()})
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes of the current version."""
+        snap = self._snap
+        size = 0
+        for p in self.path.rglob("*"):
+            if p.is_file() and not p.is_symlink():
+                size += p.stat().st_size
+        valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
+        dated = snap.dates[snap.dates != NAT]
+        return {
+            "path": str(self.path),
+            "version": snap.version,
+            "documents": snap.n_docs,
+            "active": valid_now,
+            "superseded": snap.n_docs - valid_now,
+            "supersessions": int(len(snap.sup_old)),
+            "undated": int(snap.n_docs - len(dated)),
+            "first_date": from_us(int(dated.min())).isoformat() if len(dated) else None,
+            "last_date": from_us(int(dated.max())).isoformat() if len(dated) else None,
+            "authors": len(snap.authors.names),
+            "threads": len(snap.threads.names),
+            "terms": snap.n_terms,
+            "segments": len(snap.segments),
+            "embedder": dict(self._embedder_info),
+            "analyzer": self._analyzer.to_json(),
+            "bytes_on_disk": size,
+        }
+
+
+def _date_arg(value: Any, field: str, *, end_of_day: bool) -> int | None:
+    if value is None:
+        return None
+    try:
+        return to_us(value, end_of_day=end_of_day)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValidationError(f"cannot parse {value!r} as an ISO 8601 date ({exc})", field=field) from None
+
+
+def _names(value: Any, field: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise ValidationError(f"expected a string or list of strings, got {type(value).__name__}", field=field) from None
+    if not all(isinstance(v, str) for v in out):
+        raise ValidationError("expected strings", field=field)
+    return out

@@ -1,0 +1,107 @@
+"""Typed documents and results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+LEGS = ("lexical", "tag", "vector")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to add (``id`` is the caller's key). Plain dicts with the same fields work too."""
+
+    text: str
+    id: str | None = None
+    author: str | None = None
+    date: str | datetime | None = None
+    thread: str | None = None
+    channel: str | None = None
+    source: str | None = None
+    supersedes: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A stored document, whole and unchanged."""
+
+    doc_id: int
+    key: str | None
+    text: str
+    author: str | None
+    date: datetime | None
+    ingested_at: datetime
+    thread: str | None
+    channel: str | None
+    source: str | None
+    meta: dict[str, Any]
+    valid_until: datetime | None = None  # earliest supersession effective date, None if never superseded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "doc_id": self.doc_id,
+            "key": self.key,
+            "date": self.date.isoformat() if self.date else None,
+            "author": self.author,
+            "thread": self.thread,
+            "channel": self.channel,
+            "source": self.source,
+            "ingested_at": self.ingested_at.isoformat(),
+            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
+            "text": self.text,
+            "meta": self.meta,
+        }
+
+
+@dataclass(frozen=True)
+class Hit(Record):
+    """One retrieved document: the original evidence, its fused score and its rank in every leg."""
+
+    score: float = 0.0
+    ranks: dict[str, int | None] = field(default_factory=dict)  # leg -> rank from 0, None if not returned
+    reserved: bool = False  # placed by the latest-date reserve rather than by fused score
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "score": self.score, "ranks": dict(self.ranks), "reserved": self.reserved}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the planner did for one query (``explain``)."""
+
+    as_of: datetime | None
+    candidates: int
+    legs: dict[str, dict[str, Any]]  # leg -> {"weight", "returned", "method", ...}
+    k: int
+    depth: int
+    reserve: bool
+    matched_authors: tuple[str, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "as_of": self.as_of.isoformat() if self.as_of else None,
+            "candidates": self.candidates,
+            "legs": self.legs,
+            "k": self.k,
+            "depth": self.depth,
+            "reserve": self.reserve,
+            "matched_authors": list(self.matched_authors),
+            "timings_ms": self.timings_ms,
+        }
+
+
+class Hits(list):
+    """The hits of one query, best first, with the :class:`Plan` that produced them."""
+
+    plan: Plan | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"plan": self.plan.to_dict() if self.plan else None, "hits": [h.to_dict() for h in self]},
+            ensure_ascii=False,
+        )

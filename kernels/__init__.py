@@ -1,0 +1,25 @@
+"""Numeric kernels of mempp: pure functions on numpy arrays, compiled by numba.
+
+Kernels take arrays and scalars only (no Arrow, roaring or I/O), write into
+caller-owned buffers, and are compiled with ``cache=True`` so a process pays
+the compile cost once per machine, not once per start.
+
+Ranking convention shared by every kernel: a higher score ranks first and,
+on equal scores, the higher document index (the later-ingested document)
+ranks first.
+"""
+
+from .topk import TopK, heap_push, heap_sorted
+from .bm25 import bm25_accumulate, bm25_idf, topk_touched, clear_touched
+from .cosine import masked_dot_topk
+
+__all__ = [
+    "TopK",
+    "heap_push",
+    "heap_sorted",
+    "bm25_accumulate",
+    "bm25_idf",
+    "topk_touched",
+    "clear_touched",
+    "masked_dot_topk",
+]

@@ -1,0 +1,46 @@
+"""One writer per store: an ``flock`` on ``LOCK`` in the store directory.
+
+``flock`` (not ``lockf``) because a POSIX record lock is dropped when *any*
+descriptor of the file is closed in the process, and because the kernel
+releases an ``flock`` when its holder dies, even on SIGKILL.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import StoreLockedError
+
+
+class WriterLock:
+    def __init__(self, store_dir: Path) -> None:
+        self.path = store_dir / "LOCK"
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreLockedError(
+                    f"{self.path.parent}: another writer holds the store (lock file {self.path.name})"
+                ) from None
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,98 @@
+"""Immutable Arrow IPC segments: the documents of one commit, whole, with their embeddings.
+
+A segment file holds one record batch (so every column maps to one
+contiguous buffer) and is memory-mapped on open: text, metadata and the
+embedding matrix are read straight from the page cache, never copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+NAT = np.iinfo(np.int64).min  # "undated" in int64 microsecond arrays
+
+
+def segment_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.uint64(), nullable=False),
+            pa.field("key", pa.string()),
+            pa.field("text", pa.large_string(), nullable=False),
+            pa.field("author", pa.string()),
+            pa.field("date", TS),
+            pa.field("ingested_at", TS, nullable=False),
+            pa.field("thread", pa.string()),
+            pa.field("channel", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("meta", pa.string()),
+            # blake2b-64 of (author, whitespace-normalized text): finds exact re-ingests without re-reading text
+            pa.field("fingerprint", pa.uint64(), nullable=False),
+            pa.field("length", pa.int32(), nullable=False),  # number of index terms (BM25 length)
+            pa.field("embedding", pa.list_(pa.float32(), dim), nullable=False),
+        ]
+    )
+
+
+def encode_segment(columns: dict, embeddings: np.ndarray) -> bytes:
+    """Serialize one commit's rows to Arrow IPC file bytes."""
+    dim = embeddings.shape[1]
+    schema = segment_schema(dim)
+    arrays = []
+    for field in schema:
+        if field.name == "embedding":
+            flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1), pa.float32())
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+        else:
+            arrays.append(pa.array(columns[field.name], type=field.type))
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+@dataclass
+class Segment:
+    """A read-only, memory-mapped segment."""
+
+    name: str
+    table: pa.Table
+    first_doc: int
+    dates: np.ndarray  # int64 µs UTC, NAT when undated
+    lengths: np.ndarray  # float32
+    embeddings: np.ndarray  # (n, dim) float32 view into the mapped file
+
+    @property
+    def n(self) -> int:
+        return self.table.num_rows
+
+    @classmethod
+    def open(cls, path: Path, name: str) -> "Segment":
+        source = pa.memory_map(str(path), "r")
+        table = pa.ipc.open_file(source).read_all()
+        if table.column("doc_id").num_chunks > 1:
+            table = table.combine_chunks()
+        n = table.num_rows
+        dates = _timestamps(table.column("date"))
+        lengths = table.column("length").to_numpy().astype(np.float32)
+        emb_col = table.column("embedding")
+        dim = emb_col.type.list_size
+        if n:
+            chunk = emb_col.chunk(0)
+            values = chunk.values.to_numpy(zero_copy_only=True)
+            emb = values[chunk.offset * dim : (chunk.offset + n) * dim].reshape(n, dim)
+        else:
+            emb = np.zeros((0, dim), dtype=np.float32)
+        first = int(table.column("doc_id")[0].as_py()) if n else 0
+        return cls(name=name, table=table, first_doc=first, dates=dates, lengths=lengths, embeddings=emb)
+
+
+def _timestamps(col: pa.ChunkedArray) -> np.ndarray:
+    """A timestamp column as int64 µs with NAT for nulls."""
+    ints = col.cast(pa.int64()).fill_null(NAT)
+    return ints.to_numpy().astype(np.int64, copy=False)

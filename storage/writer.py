@@ -1,0 +1,107 @@
+"""The commit: write one batch's immutable files, then publish a new manifest.
+
+Order (each step durable before the next): segment, postings, term index,
+new dictionary terms and supersession events are written under names no
+published manifest uses, each fsynced; then the new manifest is written and
+fsynced; then ``CURRENT`` is replaced atomically and the directory fsynced.
+A crash before the last rename leaves the previous version current; the
+files it left behind are unreferenced and overwritten by the next commit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .arrowio import encode_table
+from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file
+from .postings import Postings
+from .segment import TS, encode_segment
+
+
+@dataclass
+class CommitBatch:
+    """What one commit adds. Every part may be empty."""
+
+    columns: dict | None = None  # segment columns (see segment_schema), without "embedding"
+    embeddings: np.ndarray | None = None
+    doc_terms: list[np.ndarray] = field(default_factory=list)  # term ids per new row
+    new_terms: list[str] = field(default_factory=list)
+    supersessions: list[tuple[int, int, int, int]] = field(default_factory=list)  # old, new, effective µs, recorded µs
+
+    @property
+    def n_docs(self) -> int:
+        return 0 if self.columns is None else len(self.columns["doc_id"])
+
+    def empty(self) -> bool:
+        return self.n_docs == 0 and not self.supersessions
+
+
+def new_manifest(dim: int, embedder: dict, analyzer: dict) -> dict:
+    return {
+        "format": FORMAT,
+        "version": 0,
+        "dim": dim,
+        "embedder": embedder,
+        "analyzer": analyzer,
+        "n_docs": 0,
+        "total_length": 0,
+        "n_terms": 0,
+        "commits": [],
+    }
+
+
+def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
+    """Write ``batch`` and publish it as version ``previous['version'] + 1``; return the new manifest."""
+    version = int(previous["version"]) + 1
+    (store / SEGMENTS).mkdir(exist_ok=True)
+    (store / MANIFESTS).mkdir(exist_ok=True)
+    stem = f"{SEGMENTS}/{version:08d}"
+    files: dict[str, dict] = {}
+    entry: dict = {"version": version, "committed_at": _now_iso(), "files": files}
+    total_length = int(previous["total_length"])
+    if batch.n_docs:
+        files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
+        post, index = Postings.build(batch.doc_terms).encode()
+        files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
+        files["index"] = write_file(store, f"{stem}.terms.arrow", index).to_json()
+        entry["first_doc"] = int(batch.columns["doc_id"][0])
+        entry["n_docs"] = batch.n_docs
+        total_length += int(sum(batch.columns["length"]))
+    if batch.new_terms:
+        table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
+        files["dict"] = write_file(store, f"{stem}.dict.arrow", encode_table(table)).to_json()
+    if batch.supersessions:
+        old, new, eff, rec = zip(*batch.supersessions)
+        table = pa.table(
+            {
+                "old": pa.array(old, pa.uint64()),
+                "new": pa.array(new, pa.uint64()),
+                "effective": pa.array(eff, pa.int64()).cast(TS),
+                "recorded_at": pa.array(rec, pa.int64()).cast(TS),
+            }
+        )
+        files["sup"] = write_file(store, f"{stem}.sup.arrow", encode_table(table)).to_json()
+    manifest = dict(previous)
+    manifest.update(
+        version=version,
+        n_docs=int(previous["n_docs"]) + batch.n_docs,
+        total_length=total_length,
+        n_terms=int(previous["n_terms"]) + len(batch.new_terms),
+        commits=list(previous["commits"]) + [entry],
+    )
+    publish(store, manifest)
+    return manifest
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()

@@ -1,0 +1,109 @@
+"""The ``mempp`` command end to end, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ORG
+
+
+def mempp(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "mempp", *args], capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in ORG) + "\n")
+    return path
+
+
+def test_add_query_stats(tmp_path, corpus):
+    store = tmp_path / "org.mempp"
+    out = mempp("add", str(store), str(corpus), "--embedder", "hash")
+    assert "4 added" in out.stdout and "add [" in out.stderr or "add 4/4" in out.stderr or "4/4" in out.stderr
+    again = mempp("add", str(store), str(corpus), "--quiet")
+    assert "0 added, 4 already stored" in again.stdout
+
+    res = json.loads(mempp("query", str(store), "uptime SLA", "--json", "--k", "3").stdout)
+    assert res["hits"][0]["key"] == "sla-2" and set(res["hits"][0]["ranks"]) == {"lexical", "tag", "vector"}
+    assert res["plan"]["candidates"] == 3
+
+    past = json.loads(mempp("query", str(store), "uptime SLA", "--json", "--as-of", "2023-03-01").stdout)
+    assert {h["key"] for h in past["hits"]} == {"sla-1", "lunch"}
+
+    text = mempp("query", str(store), "what did Ortiz decide about the SLA", "--explain").stdout
+    assert "# as_of=now candidates=3" in text and "authors named: Ben Ortiz" in text
+    assert "[2023-06-01] Ben Ortiz (email, thread EV-1):" in text and "lexical=0" in text
+
+    only = json.loads(mempp("query", str(store), "SLA", "--json", "--author", "Aisha Patel", "--as-of", "2023-02-01").stdout)
+    assert [h["key"] for h in only["hits"]] == ["sla-1"]
+
+    stats = json.loads(mempp("stats", str(store), "--json").stdout)
+    assert stats["documents"] == 4 and stats["superseded"] == 1 and stats["version"] == 1
+    assert "+4 docs" in mempp("versions", str(store)).stdout
+
+
+def test_errors_are_one_line_and_nonzero(tmp_path, corpus):
+    store = tmp_path / "s"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a", "text": "fine"}) + "\n" + json.dumps({"id": "b", "text": "x", "date": "2023-99-01"}) + "\n")
+    proc = mempp("add", str(store), str(bad), "--embedder", "hash", "--quiet", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "bad.jsonl:2" in proc.stderr and "'date'" in proc.stderr
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "ok"}\n{"text": \n')
+    proc = mempp("add", str(store), str(broken), "--embedder", "hash", check=False)
+    assert proc.returncode == 1 and "broken.jsonl:2: not valid JSON" in proc.stderr
+
+    proc = mempp("stats", str(tmp_path / "missing"), check=False)
+    assert proc.returncode == 1 and "no such store" in proc.stderr
+    proc = mempp("query", str(tmp_path / "missing"), "x", check=False)
+    assert proc.returncode == 1
+    mempp("add", str(store), str(corpus), "--embedder", "hash", "--quiet")
+    proc = mempp("query", str(store), "x", "--as-of", "someday", check=False)
+    assert proc.returncode == 1 and "as_of" in proc.stderr
+    proc = mempp("query", str(store), "x", "--weights", "1,2", check=False)
+    assert proc.returncode == 2
+
+
+def test_eval_json_and_ranked_out(tmp_path, corpus):
+    qs = tmp_path / "q.jsonl"
+    rows = [
+        {"id": "q1", "scope": None, "text": "What is the uptime SLA?", "category": "supersession", "as_of": None, "evidence": ["sla-2"]},
+        {"id": "q2", "scope": None, "text": "What is the uptime SLA?", "category": "supersession", "as_of": "2023-03-01", "evidence": ["sla-1"]},
+        {"id": "q3", "scope": None, "text": "Lunch?", "category": "other", "as_of": None, "evidence": []},
+    ]
+    qs.write_text("\n".join(json.dumps(r) for r in rows))
+    ranked = tmp_path / "ranked.jsonl"
+    out = mempp("eval", "--docs", str(corpus), "--questions", str(qs), "--k", "1", "--k", "3", "--json",
+                "--embedder", "hash", "--ranked-out", str(ranked), "--no-reserve", "--quiet")
+    report = json.loads(out.stdout)
+    assert report["k"] == [1, 3] and report["questions"] == 2
+    assert report["overall"]["recall@1"] == 1.0 and report["overall"]["mrr"] == 1.0
+    assert report["by_category"]["supersession"]["questions"] == 2
+    assert report["config"]["reserve"] is False
+    lines = [json.loads(x) for x in ranked.read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["q1", "q2", "q3"]
+    assert lines[0]["ranked"][0] == "sla-2" and lines[1]["ranked"][0] == "sla-1"
+
+    table = mempp("eval", "--docs", str(corpus), "--questions", str(qs), "--embedder", "hash", "--legs", "lexical", "--quiet").stdout
+    assert "overall" in table and "recall@10" in table and "legs=('lexical',)" in table
+
+
+def test_every_command_is_documented_in_the_readme():
+    from pathlib import Path
+
+    from mempp.cli import COMMANDS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name in COMMANDS:
+        assert f"mempp {name}" in readme, name

@@ -1,0 +1,49 @@
+"""The dependency direction of DESIGN §5: engine -> storage -> kernels -> numpy, numba."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names)
+
+
+def imports(folder: str) -> set[str]:
+    out = set()
+    for path in (ROOT / folder).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                out.add(node.module)
+    return out
+
+
+def top(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names} - STDLIB
+
+
+def test_kernels_import_only_numpy_and_numba():
+    assert top(imports("kernels")) <= {"numpy", "numba"}
+
+
+def test_storage_imports_no_engine():
+    mods = imports("storage")
+    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "mempp"}
+    assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
+
+
+def test_engine_reaches_bench_only_from_the_cli():
+    for path in (ROOT / "engine").glob("*.py"):
+        if path.name != "cli.py":
+            assert "mempp.bench" not in path.read_text(), path.name
+
+
+def test_nothing_heavy_runs_at_import():
+    import subprocess
+
+    code = "import time, sys; t = time.perf_counter(); import mempp; print(time.perf_counter() - t, 'onnxruntime' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[1] == "False"  # the model loads on first use, not at import

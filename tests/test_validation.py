@@ -1,0 +1,114 @@
+"""Bad input gets a ValidationError that names the field and the record, and nothing of the batch is written."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mempp
+
+GOOD = {"id": "ok", "text": "a valid document", "author": "A", "date": "2023-01-01"}
+
+BAD = [
+    ({"text": 42}, "text"),
+    ({"id": "k"}, "text"),
+    ({"text": "x", "date": "2023-13-45"}, "date"),
+    ({"text": "x", "date": "not a date"}, "date"),
+    ({"text": "x", "date": 20230101}, "date"),
+    ({"text": "x", "author": 7}, "author"),
+    ({"text": "x", "thread": ["t"]}, "thread"),
+    ({"text": "x", "channel": {"c": 1}}, "channel"),
+    ({"text": "bad \ud800 surrogate"}, "text"),
+    ({"text": "x", "author": "bad \udfff"}, "author"),
+    ({"text": "x", "id": 1.5}, "id"),
+    ({"text": "x", "supersedes": 3.0}, "supersedes"),
+    ({"text": "x", "supersedes": "no-such-key"}, "supersedes"),
+    ({"text": "x", "extra": float("nan")}, "meta"),
+    ({"text": "x", "extra": object()}, "meta"),
+]
+
+
+@pytest.mark.parametrize("bad,field", BAD)
+def test_bad_record_names_field_and_record_and_writes_nothing(store, bad, field):
+    store.add([GOOD])
+    version, n = store.version, len(store)
+    with pytest.raises(mempp.ValidationError) as info:
+        store.add([{**GOOD, "id": "first"}, {**GOOD, "id": "second", "text": "another"}, bad])
+    err = info.value
+    assert err.field == field and err.record == 2
+    assert "record 2" in str(err) and repr(field) in str(err)
+    assert store.version == version and len(store) == n
+    store.close()
+    with mempp.Store.open(store.path) as again:  # and nothing reached the disk
+        assert again.version == version and len(again) == n
+
+
+def test_not_a_mapping(store):
+    with pytest.raises(mempp.ValidationError, match="record 0"):
+        store.add(["just a string"])
+
+
+@pytest.mark.parametrize(
+    "emb,match",
+    [
+        (np.ones((2, 5)), "dimension"),
+        (np.ones((3, 384)), "shape"),
+        (np.array([[1.0] * 384, [math.nan] + [0.0] * 383]), "NaN"),
+        (np.array([[1.0] * 384, [math.inf] + [0.0] * 383]), "NaN"),
+        ("nope", "numeric"),
+    ],
+)
+def test_bad_embeddings(store, emb, match):
+    with pytest.raises(mempp.ValidationError, match=match):
+        store.add([{"text": "a"}, {"text": "b"}], embeddings=emb)
+    assert len(store) == 0
+
+
+def test_nan_record_is_named(store):
+    emb = np.ones((2, 384), dtype=np.float32)
+    emb[1, 3] = np.nan
+    with pytest.raises(mempp.ValidationError) as info:
+        store.add([{"text": "a"}, {"text": "b"}], embeddings=emb)
+    assert info.value.record == 1
+
+
+def test_dates_policy(store):
+    store.add([
+        {"id": "naive", "text": "naive", "date": "2023-05-08T10:00:00"},
+        {"id": "offset", "text": "offset", "date": "2023-05-08T12:00:00+02:00"},
+        {"id": "zulu", "text": "zulu", "date": "2023-05-08T10:00:00Z"},
+        {"id": "far", "text": "far future", "date": "9999-12-31"},
+        {"id": "old", "text": "very old", "date": "0001-01-01"},
+    ])
+    assert store.get("naive").date == store.get("offset").date == store.get("zulu").date
+    assert store.get("far").date.year == 9999 and store.get("old").date.year == 1
+    assert "far" not in {h.key for h in store.query("far future", as_of="2024-01-01")}
+
+
+texts = st.one_of(st.text(max_size=50), st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2))
+dates = st.one_of(st.none(), st.text(max_size=25), st.integers(), st.dates().map(str), st.datetimes().map(str))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.fixed_dictionaries({"text": texts, "date": dates, "author": st.one_of(st.none(), st.text(max_size=10), st.integers())}), max_size=5))
+def test_any_input_is_stored_exactly_or_rejected_whole(store, docs):
+    before = len(store)
+    version = store.version
+    try:
+        ids = store.add(docs)
+    except mempp.ValidationError as exc:
+        assert exc.field in {"text", "date", "author"} and exc.record is not None
+        assert len(store) == before and store.version == version
+        return
+    assert len(ids) == len(docs)
+    for doc, doc_id in zip(docs, ids):
+        if doc_id is None:
+            assert not doc["text"].strip()
+            continue
+        rec = store.get(doc_id)
+        assert " ".join(rec.text.split()) == " ".join(doc["text"].split())
+        assert rec.author == doc["author"]

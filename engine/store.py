@@ -176,9 +176,8 @@ class Store:
         """Add documents as one commit; when it returns the batch is committed and durable.
 
         Returns one entry per input: the new doc id; the existing doc id for a re-ingest (same
-        author and whitespace-normalized text, and either the same key and date as any stored
-        version, or no key on one side and the stored row still active); ``None`` for an empty
-        or whitespace-only text.
+        author and whitespace-normalized text as a stored row that is still active, or that has
+        the same key and date); ``None`` for an empty or whitespace-only text.
         A key that matches an active document with other text stores a new version and records
         a supersession of the old one, effective at the new document's date. A ``supersedes``
         field (a key or list of keys) records the same for other documents.
@@ -352,18 +351,20 @@ class Store:
     def _duplicate(self, row: Row, in_batch: list, batch_dates: dict[int, int | None], active) -> int | None:
         """The stored document ``row`` re-ingests, if any.
 
-        Same author and text (whitespace-normalized) and either: the same key and the same
-        date (an exact replay of any stored version, superseded or not, so re-adding a file
-        never resurrects an old decision), or no key on one side and the stored row active
-        (DESIGN §1's rule). Rows with different keys are different documents.
+        Same author and whitespace-normalized text, and either the stored row is active
+        (DESIGN §1's rule; a key on both sides must be the same key) or it has the same key
+        and the same date (an exact replay of a superseded version, so re-adding a file never
+        brings an old decision back). Rows with different keys are different documents.
         """
         for doc, key in reversed(self._fps.get(row.fingerprint, []) + in_batch):
-            if row.key is not None and key == row.key:
+            if key is not None and row.key is not None and key != row.key:
+                continue
+            if active(doc):
+                return doc
+            if key is not None and key == row.key:
                 when = batch_dates[doc] if doc in batch_dates else int(self._snap.dates[doc])
                 if (None if when == NAT else when) == row.date:
                     return doc
-            elif (key is None or row.key is None) and active(doc):
-                return doc
         return None
 
     def _active(self, key: str, latest: bool = False) -> int | None:

@@ -1,0 +1,451 @@
+"""Temporal semantics (DESIGN §1–2): which documents are candidates at a given ``as_of``.
+
+A plain-Python model of the rules is checked against a real ``mempp.Store``:
+
+* a document is valid at θ when its ``date`` ≤ θ and no supersession event of it has
+  ``effective_date`` ≤ θ;
+* ``as_of=None`` is "after everything": every supersession counts, undated documents are
+  included; a given ``as_of`` excludes undated documents; a date-only ``as_of`` means the end
+  of that (UTC) day, a date-only document date the start of it;
+* supersession events come from the ``supersedes`` field of added documents, from
+  ``Store.supersede(old, new, effective=...)``, and from re-adding an existing ``id`` with a
+  different text (effective at the new document's date; "now" when it is undated).
+
+The vector leg scans every candidate, so ``k = depth = n docs`` with ``legs=["vector"]`` and
+``reserve=False`` returns exactly the candidate set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mempp
+from mempp.planner import QueryOptions, candidate_mask
+
+from strategies import (
+    AUTHORS,
+    as_of_for,
+    as_of_values,
+    author_filters,
+    boundary_as_ofs,
+    doc_dates,
+    given_as_of_values,
+    histories,
+    iso_day_strings,
+    supersession_chains,
+)
+
+UTC = timezone.utc
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NOW = "now"  # effective date of a supersession by an undated document: the time it was recorded
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+QUERY = "sla uptime budget review"
+
+
+# --- the model ------------------------------------------------------------------------------------
+def is_day(s: str) -> bool:
+    return len(s) == 10
+
+
+def doc_instant(s: str) -> datetime:
+    """A document date or supersession ``effective``: a bare day is the start of that UTC day."""
+    if is_day(s):
+        return datetime.combine(date.fromisoformat(s), time(0), tzinfo=UTC)
+    dt = datetime.fromisoformat(s)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def as_of_instant(s: str | None) -> datetime | None:
+    """A query's ``as_of``: a bare day is the end of that UTC day; None stays None (after everything)."""
+    if s is None:
+        return None
+    if is_day(s):
+        return datetime.combine(date.fromisoformat(s), time(23, 59, 59, 999999), tzinfo=UTC)
+    return doc_instant(s)
+
+
+def micros(dt: datetime) -> int:
+    return (dt - EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass
+class MDoc:
+    id: int
+    key: str | None
+    author: str | None
+    fingerprint: tuple[str, str]
+    date: datetime | None
+
+
+class Model:
+    def __init__(self) -> None:
+        self.docs: list[MDoc] = []
+        self.events: list[tuple[int, int, object]] = []  # (old, new, effective datetime or NOW)
+
+    def active(self, doc: int) -> bool:
+        return not any(old == doc for old, _, _ in self.events)
+
+    def active_with_key(self, key: str) -> MDoc | None:
+        found = [d for d in self.docs if d.key == key and self.active(d.id)]
+        assert len(found) <= 1, "model invariant: one active version per key"
+        return found[0] if found else None
+
+    def resolve(self, key: str) -> MDoc:
+        """A key's active version, else its newest version."""
+        doc = self.active_with_key(key)
+        if doc is None:
+            doc = [d for d in self.docs if d.key == key][-1]
+        return doc
+
+    def add(self, batch: list[dict]) -> list[int | None]:
+        out: list[int | None] = []
+        for raw in batch:
+            text = raw["text"]
+            if not text.strip():
+                out.append(None)
+                continue
+            key, author = raw.get("id"), raw.get("author")
+            fp = (author or "", " ".join(text.split()))
+            same = [
+                d for d in self.docs
+                if d.fingerprint == fp and self.active(d.id) and (d.key is None or key is None or d.key == key)
+            ]
+            if same:  # idempotent re-ingest
+                out.append(same[-1].id)
+                continue
+            new = MDoc(len(self.docs), key, author, fp, doc_instant(raw["date"]) if raw.get("date") else None)
+            effective = new.date if new.date is not None else NOW
+            prev = self.active_with_key(key) if key is not None else None
+            self.docs.append(new)
+            if prev is not None:  # a new version of an existing id
+                self.events.append((prev.id, new.id, effective))
+            for target in raw.get("supersedes", ()):
+                self.events.append((self.resolve(target).id, new.id, effective))
+            out.append(new.id)
+        return out
+
+    def supersede(self, old_key: str, new_key: str, effective: str | None) -> None:
+        old, new = self.resolve(old_key), self.resolve(new_key)
+        if effective is not None:
+            eff = doc_instant(effective)
+        else:
+            eff = new.date if new.date is not None else NOW
+        self.events.append((old.id, new.id, eff))
+
+    def valid(self, as_of: str | None, authors=None) -> set[int]:
+        theta = as_of_instant(as_of)
+        out = set()
+        for d in self.docs:
+            events = [eff for old, _, eff in self.events if old == d.id]
+            if theta is None:
+                ok = not events
+            else:
+                ok = (
+                    d.date is not None
+                    and d.date <= theta
+                    and not any(eff is not NOW and eff <= theta for eff in events)
+                )
+            if ok and (authors is None or d.author in authors):
+                out.add(d.id)
+        return out
+
+
+# --- helpers --------------------------------------------------------------------------------------
+def open_store(path):
+    return mempp.Store.open(path, embedder=mempp.HashEmbedder())
+
+
+def apply(store, model: Model, history) -> None:
+    for op in history.ops:
+        if op[0] == "add":
+            got = store.add(op[1])
+            assert got == model.add(op[1]), f"add returned {got}"
+        else:
+            _, old, new, effective = op
+            store.supersede(old, new, effective=effective)
+            model.supersede(old, new, effective)
+
+
+def query_ids(store, as_of, authors=None, text=QUERY) -> set[int]:
+    n = len(store)
+    hits = store.query(text, as_of=as_of, k=n, depth=max(n, 1), legs=["vector"], reserve=False, authors=authors)
+    ids = [h.doc_id for h in hits]
+    assert len(ids) == len(set(ids))
+    return set(ids)
+
+
+def mask_ids(store, as_of, authors=None, date_from=None, date_to=None) -> set[int]:
+    opt = QueryOptions(
+        as_of=None if as_of is None else micros(as_of_instant(as_of)),
+        authors=None if authors is None else tuple(authors),
+        date_from=date_from,
+        date_to=date_to,
+    )
+    mask = candidate_mask(store._snap, opt)
+    assert mask.dtype == np.uint8 and mask.shape == (len(store),)
+    return set(np.flatnonzero(mask).tolist())
+
+
+def keys_of(store, ids) -> set:
+    return {store.get(int(i)).key for i in ids}
+
+
+# --- property tests against the model -------------------------------------------------------------
+@SETTINGS
+@given(history=histories(), data=st.data())
+def test_query_returns_exactly_the_valid_documents(tmp_path_factory, history, data):
+    checks = data.draw(st.lists(st.tuples(as_of_for(history), author_filters), min_size=1, max_size=6), label="checks")
+    model = Model()
+    with open_store(tmp_path_factory.mktemp("store")) as store:
+        apply(store, model, history)
+        assert len(store) == len(model.docs)
+        for as_of, authors in checks:
+            want = model.valid(as_of, authors)
+            assert query_ids(store, as_of, authors) == want, (as_of, authors)
+            assert mask_ids(store, as_of, authors) == want, (as_of, authors)
+
+
+@SETTINGS
+@given(
+    history=histories(),
+    data=st.data(),
+    authors=author_filters,
+    date_from=st.one_of(st.none(), iso_day_strings),
+    date_to=st.one_of(st.none(), iso_day_strings, doc_dates),
+)
+def test_candidate_mask_matches_model(tmp_path_factory, history, data, authors, date_from, date_to):
+    as_of = data.draw(as_of_for(history), label="as_of")
+    model = Model()
+    with open_store(tmp_path_factory.mktemp("store")) as store:
+        apply(store, model, history)
+        lo = None if date_from is None else doc_instant(date_from)  # start of that day
+        hi = None if date_to is None else as_of_instant(date_to)  # a bare day: end of that day
+        want = {
+            d for d in model.valid(as_of, authors)
+            if (lo is None or (model.docs[d].date is not None and model.docs[d].date >= lo))
+            and (hi is None or (model.docs[d].date is not None and model.docs[d].date <= hi))
+        }
+        got = mask_ids(
+            store,
+            as_of,
+            authors,
+            date_from=None if lo is None else micros(lo),
+            date_to=None if hi is None else micros(hi),
+        )
+        assert got == want
+        # The same filter through the public API.
+        n = len(store)
+        hits = store.query(
+            QUERY, as_of=as_of, k=n, depth=max(n, 1), legs=["vector"], reserve=False,
+            authors=authors, date_from=date_from, date_to=date_to,
+        )
+        assert {h.doc_id for h in hits} == want
+
+
+@SETTINGS
+@given(history=histories(max_ops=4), data=st.data())
+def test_reopened_store_agrees(tmp_path_factory, history, data):
+    as_of = data.draw(st.one_of(given_as_of_values, st.sampled_from(boundary_as_ofs(history) or ["2022-01-01"])), label="as_of")
+    # The supersession log is persisted: a fresh open sees the same validity.
+    model = Model()
+    path = tmp_path_factory.mktemp("store")
+    with open_store(path) as store:
+        apply(store, model, history)
+    with open_store(path) as store:
+        assert query_ids(store, as_of) == model.valid(as_of)
+        assert query_ids(store, None) == model.valid(None)
+
+
+@SETTINGS
+@given(chain=supersession_chains(), one_batch=st.booleans(), data=st.data())
+def test_supersession_chain_answers_the_version_in_force(tmp_path_factory, chain, one_batch, data):
+    # Versions v0..vn with increasing dates, each replacing the previous from its own date:
+    # at θ the answer is the last version dated ≤ θ; with as_of=None, the last version.
+    with open_store(tmp_path_factory.mktemp("store")) as store:
+        if one_batch:
+            ids = store.add(chain)
+        else:
+            ids = [store.add([doc])[0] for doc in chain]
+        assert ids == list(range(len(chain)))
+        as_ofs = data.draw(
+            st.lists(st.one_of(as_of_values, st.sampled_from([d["date"] + "T00:00:00" for d in chain])), min_size=1, max_size=4),
+            label="as_ofs",
+        )
+        for as_of in as_ofs:
+            theta = as_of_instant(as_of)
+            in_force = [i for i, d in enumerate(chain) if theta is None or doc_instant(d["date"]) <= theta]
+            want = {in_force[-1]} if in_force else set()
+            assert query_ids(store, as_of) == want, as_of
+
+
+# --- explicit examples ----------------------------------------------------------------------------
+def test_superseded_record_is_the_answer_before_its_replacement(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        v1, = store.add([{"id": "sla", "text": "The SLA is 99.5% uptime", "author": "Aisha Patel", "date": "2023-01-10"}])
+        v2, = store.add([{"id": "sla", "text": "The SLA is now 99.9% uptime", "author": "Aisha Patel", "date": "2023-06-01"}])
+        assert v1 != v2
+        assert query_ids(store, "2023-03-01") == {v1}
+        assert query_ids(store, "2023-05-31T23:59:59") == {v1}
+        assert query_ids(store, "2023-06-01T00:00:00") == {v2}  # effective exactly at as_of: replaced
+        assert query_ids(store, "2023-06-01") == {v2}
+        assert query_ids(store, None) == {v2}
+        assert query_ids(store, "2023-01-09") == set()  # before either existed
+        # Nothing was deleted: both versions are kept whole.
+        assert [r.text for r in store.history("sla")] == ["The SLA is 99.5% uptime", "The SLA is now 99.9% uptime"]
+        assert store.get(v1).valid_until == datetime(2023, 6, 1, tzinfo=UTC)
+
+
+def test_date_only_as_of_means_end_of_day(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a, = store.add([{"id": "a", "text": "budget approved", "date": "2023-05-08T18:00:00"}])
+        assert query_ids(store, "2023-05-08") == {a}
+        assert query_ids(store, "2023-05-08T12:00:00") == set()
+        assert query_ids(store, "2023-05-08T18:00:00") == {a}
+        assert query_ids(store, "2023-05-07") == set()
+        # A bare day as a document date is the start of that day.
+        b, = store.add([{"id": "b", "text": "vendor review", "date": "2023-05-09"}])
+        assert query_ids(store, "2023-05-09T00:00:00") == {a, b}
+        assert query_ids(store, "2023-05-08T23:59:59") == {a}
+        c, = store.add([{"id": "c", "text": "late note", "date": "2023-05-08T23:59:59.999999"}])
+        assert query_ids(store, "2023-05-08") == {a, c}
+        assert query_ids(store, "2023-05-08T23:59:59.999998") == {a}
+
+
+def test_two_supersessions_earliest_effective_counts(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a, b, c = store.add(
+            [
+                {"id": "a", "text": "policy one", "date": "2022-01-01"},
+                {"id": "b", "text": "policy two", "date": "2022-01-02"},
+                {"id": "c", "text": "policy three", "date": "2022-01-03"},
+            ]
+        )
+        store.supersede("a", "b", effective="2022-06-01")
+        store.supersede("a", "c", effective="2022-03-01")  # recorded later, effective earlier
+        assert query_ids(store, "2022-02-28") == {a, b, c}
+        assert query_ids(store, "2022-03-01T00:00:00") == {b, c}
+        assert query_ids(store, "2022-04-01") == {b, c}
+        assert query_ids(store, "2022-07-01") == {b, c}
+        assert query_ids(store, None) == {b, c}
+        assert store.get(a).valid_until == datetime(2022, 3, 1, tzinfo=UTC)
+
+
+def test_supersede_effective_defaults_to_new_documents_date(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a, b = store.add(
+            [
+                {"id": "a", "text": "contract draft", "date": "2021-01-01"},
+                {"id": "b", "text": "contract signed", "date": "2021-04-01"},
+            ]
+        )
+        store.supersede("a", "b")
+        assert query_ids(store, "2021-03-31") == {a}
+        assert query_ids(store, "2021-04-01") == {b}
+
+
+def test_supersedes_field(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a, = store.add([{"id": "a", "text": "release planned", "date": "2021-01-01"}])
+        b, = store.add([{"id": "b", "text": "release shipped", "date": "2021-02-01", "supersedes": "a"}])
+        assert query_ids(store, "2021-01-31") == {a}
+        assert query_ids(store, "2021-02-01") == {b}
+        assert query_ids(store, None) == {b}
+
+
+def test_as_of_excludes_undated_documents(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        undated, dated = store.add(
+            [
+                {"id": "u", "text": "latency incident"},
+                {"id": "d", "text": "latency review", "date": "2020-01-01"},
+            ]
+        )
+        assert query_ids(store, None) == {undated, dated}
+        assert query_ids(store, "2023-01-01") == {dated}
+        assert query_ids(store, "2999-12-31") == {dated}
+
+
+def test_undated_new_version_supersedes_from_now(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        v1, = store.add([{"id": "p", "text": "policy A", "date": "2021-01-01"}])
+        v2, = store.add([{"id": "p", "text": "policy B"}])  # undated: effective when recorded
+        assert query_ids(store, "2023-12-31") == {v1}  # the past is unchanged
+        assert query_ids(store, None) == {v2}
+
+
+def test_readd_identical_text_is_idempotent(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a, = store.add([{"id": "a", "text": "budget  approved", "author": "Ben Okafor", "date": "2022-01-01"}])
+        again = store.add([{"id": "a", "text": "budget approved", "author": "Ben Okafor", "date": "2022-01-01"}])
+        assert again == [a]
+        assert len(store) == 1
+        assert query_ids(store, "2022-01-01") == {a}
+        assert query_ids(store, None) == {a}
+        # Keyless: identical text and author of an active row is the same document.
+        u, = store.add([{"text": "vendor review", "author": "Chen Wei", "date": "2022-02-01"}])
+        assert store.add([{"text": "vendor\n review", "author": "Chen Wei"}]) == [u]
+        assert store.add([{"id": "blank", "text": " \n "}]) == [None]
+        assert len(store) == 2
+
+
+def test_replaying_a_file_does_not_resurrect_old_versions(tmp_path):
+    # Re-adding the same input file (an old version and its replacement under one id) must leave
+    # every answer as it was. (The store documents this choice: an exact replay of any stored
+    # version of the same id is a re-ingest, superseded or not.)
+    batch = [
+        {"id": "p", "text": "travel policy v1", "date": "2021-01-01"},
+        {"id": "p", "text": "travel policy v2", "date": "2021-06-01"},
+    ]
+    with open_store(tmp_path / "s") as store:
+        v1, v2 = store.add(batch)
+        assert store.add(batch) == [v1, v2]
+        assert store.add(batch[:1]) == [v1]
+        assert len(store) == 2
+        assert query_ids(store, "2021-03-01") == {v1}
+        assert query_ids(store, "2021-07-01") == {v2}
+        assert query_ids(store, None) == {v2}
+
+
+def test_filters_intersect_with_validity(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        a1, a2, a_undated, b1, c1 = store.add(
+            [
+                {"id": "a1", "text": "sla draft", "author": "Aisha Patel", "date": "2023-01-01"},
+                {"id": "a2", "text": "sla final", "author": "Aisha Patel", "date": "2023-02-01"},
+                {"id": "a3", "text": "sla notes", "author": "Aisha Patel"},
+                {"id": "b1", "text": "sla vendor", "author": "Ben Okafor", "date": "2023-01-15"},
+                {"id": "c1", "text": "sla review", "date": "2023-01-20"},
+            ]
+        )
+        store.supersede("a1", "a2", effective="2023-03-01")
+        assert query_ids(store, "2023-02-15", authors=["Aisha Patel"]) == {a1, a2}
+        assert query_ids(store, "2023-03-15", authors=["Aisha Patel"]) == {a2}
+        assert query_ids(store, None, authors=["Aisha Patel"]) == {a2, a_undated}
+        assert query_ids(store, "2023-03-15", authors="Ben Okafor") == {b1}
+        assert query_ids(store, "2023-03-15", authors=["Aisha Patel", "Ben Okafor"]) == {a2, b1}
+        assert query_ids(store, "2023-03-15", authors=["Nobody Known"]) == set()
+        assert query_ids(store, "2023-03-15") == {a2, b1, c1}
+        assert keys_of(store, mask_ids(store, "2023-02-15", authors=["Aisha Patel"])) == {"a1", "a2"}
+
+
+@pytest.mark.parametrize("as_of", ["2023-02-15", "2023-02-15T10:00:00+02:00", None])
+def test_candidate_mask_matches_query(tmp_path, as_of):
+    with open_store(tmp_path / "s") as store:
+        store.add(
+            [
+                {"id": "x", "text": "uptime", "author": AUTHORS[0], "date": "2023-02-15T08:30:00Z"},
+                {"id": "y", "text": "uptime report", "date": "2023-02-15T09:00:00Z"},
+                {"id": "z", "text": "uptime later", "date": "2023-02-16"},
+            ]
+        )
+        assert mask_ids(store, as_of) == query_ids(store, as_of)

@@ -30,6 +30,7 @@ class EvalConfig:
     reserve: bool = True
     legs: tuple[str, ...] | None = None
     embedder: str = "minilm"
+    context: tuple[float, ...] = ()
 
 
 def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
@@ -86,11 +87,12 @@ def evaluate(
     ranked_out: str | Path | None = None,
     progress: bool = True,
     workdir: str | Path | None = None,
+    embedder: Any = None,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns the ``--json`` report."""
+    """Run the benchmark; returns the ``--json`` report. ``embedder`` overrides ``config.embedder``."""
     t0 = time.perf_counter()
     doc_groups, q_groups = load(docs, questions)
-    embedder = make_embedder(config.embedder)
+    embedder = embedder or make_embedder(config.embedder)
     per_q: list[tuple[str, dict[str, float]]] = []
     kmax = max(config.ks)
     n_docs = sum(len(v) for v in doc_groups.values())
@@ -119,6 +121,7 @@ def evaluate(
                             depth=config.depth,
                             reserve=config.reserve,
                             legs=config.legs,
+                            context=config.context,
                             embedding=None if vecs is None else vecs[j],
                         )
                         ranked = [h.key for h in hits]
@@ -159,6 +162,7 @@ def format_report(report: dict[str, Any]) -> str:
     cfg = report["config"]
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
+        f"context={cfg['context'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"
     )

@@ -25,6 +25,13 @@ def _weights(s: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"not numbers: {s!r}") from None
 
 
+def _floats(s: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(p) for p in s.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not numbers: {s!r}") from None
+
+
 def _legs(s: str) -> tuple[str, ...]:
     legs = tuple(p.strip() for p in s.split(",") if p.strip())
     bad = [leg for leg in legs if leg not in LEG_NAMES]
@@ -44,6 +51,7 @@ def _ranking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=int, default=50, help="candidates per leg (default 50)")
     p.add_argument("--no-reserve", action="store_true", help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
+    p.add_argument("--context", type=_floats, default=(), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,6 +161,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             depth=args.depth,
             reserve=not args.no_reserve,
             legs=args.legs,
+            context=args.context,
         )
     if args.json:
         print(hits.to_json())
@@ -204,7 +213,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
     cfg = EvalConfig(
-        ks=ks, weights=args.weights, depth=args.depth, reserve=not args.no_reserve, legs=args.legs, embedder=args.embedder
+        ks=ks, weights=args.weights, depth=args.depth, reserve=not args.no_reserve, legs=args.legs, embedder=args.embedder,
+        context=args.context,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
     print(json.dumps(report) if args.json else format_report(report))

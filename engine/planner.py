@@ -10,7 +10,19 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from mempp.kernels import TopK, bm25_accumulate, bm25_idf, clear_touched, masked_dot_topk, topk_touched
+from mempp.kernels import (
+    TopK,
+    bm25_accumulate,
+    bm25_idf,
+    candidate_moments,
+    clear_touched,
+    context_topk,
+    masked_dot_dense,
+    masked_dot_topk,
+    sparse_moments,
+    topk_touched,
+    with_neighbours,
+)
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
@@ -33,6 +45,7 @@ class QueryOptions:
     channels: tuple[str, ...] | None = None
     date_from: int | None = None
     date_to: int | None = None
+    context: tuple[float, ...] = ()  # thread-context weights for neighbours 1, 2, ... steps away
 
 
 def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
@@ -95,11 +108,11 @@ class NameMatcher:
 
 
 # --- legs ------------------------------------------------------------------------------------------
-def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, depth: int, want_scores_for: np.ndarray | None):
-    """Top ``depth`` candidates by BM25, and the BM25 score of each doc in ``want_scores_for``."""
+def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
+    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc."""
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
-    extra = np.zeros(0 if want_scores_for is None else len(want_scores_for), dtype=np.float32)
+    extra = np.zeros(len(score_for), dtype=np.float64)
     if len(ids) == 0 or snap.n_docs == 0:
         return np.zeros(0, dtype=np.int64), extra
     idf = bm25_idf(snap.n_docs, snap.global_df(ids))
@@ -115,13 +128,26 @@ def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, depth: int, wan
         n = bm25_accumulate(
             post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
         )
+    depth = opt.depth
     out_ids = np.empty(depth, dtype=np.int64)
-    out_scores = np.empty(depth, dtype=np.float32)
-    m = topk_touched(scores, touched, n, depth, out_ids, out_scores)
-    if want_scores_for is not None and len(want_scores_for):
-        extra = scores[want_scores_for]
+    if opt.context and n:
+        betas = np.asarray(opt.context, dtype=np.float64)
+        prev, nxt = snap.thread_links
+        mu, sigma = sparse_moments(scores, touched, n, n_cand)
+        pool = np.empty(n * (2 * len(betas) + 1), dtype=np.int64)
+        seen = np.zeros(snap.n_docs, dtype=np.uint8)
+        m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
+        out_scores = np.empty(depth, dtype=np.float64)
+        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, mask, depth, out_ids, out_scores, np.empty(m))
+        if len(score_for):
+            context_topk(scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, mask, 0, out_ids[:0], out_scores[:0], extra)
+    else:
+        out_scores = np.empty(depth, dtype=np.float32)
+        got = topk_touched(scores, touched, n, depth, out_ids, out_scores)
+        if len(score_for):
+            extra = scores[score_for].astype(np.float64)
     clear_touched(scores, touched, n)
-    return out_ids[:m], extra
+    return out_ids[:got], extra
 
 
 def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarray:
@@ -133,8 +159,22 @@ def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarra
     return np.flatnonzero(hit).astype(np.int64)
 
 
-def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, depth: int) -> np.ndarray:
-    """Exact masked cosine scan; top ``depth`` doc ids."""
+def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
+    """Exact masked cosine scan (with thread context when asked); top ``depth`` doc ids."""
+    depth = opt.depth
+    if opt.context:
+        dense = np.zeros(snap.n_docs, dtype=np.float32)
+        for entry in snap.segments:
+            masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+        mu, sigma = candidate_moments(dense, mask)
+        cands = np.flatnonzero(mask).astype(np.int64)
+        prev, nxt = snap.thread_links
+        out_ids = np.empty(depth, dtype=np.int64)
+        got = context_topk(
+            dense, mu, sigma, cands, len(cands), prev, nxt, np.asarray(opt.context, dtype=np.float64), mask, depth,
+            out_ids, np.empty(depth), np.empty(len(cands)),
+        )
+        return out_ids[:got]
     heap = TopK(depth, dtype=np.float32)
     for entry in snap.segments:
         heap.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, heap.scores, heap.ids, heap.n)
@@ -154,12 +194,12 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
 
     if (weights["lexical"] or len(tag_docs)) and n_cand and question:
         t = time.perf_counter()
-        lex, tag_scores = lexical_leg(snap, question, mask, opt.depth, tag_docs if len(tag_docs) else None)
+        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs)
         if weights["lexical"]:
             rankings["lexical"] = lex
         timings["lexical"] = (time.perf_counter() - t) * 1e3
     else:
-        tag_scores = np.zeros(len(tag_docs), dtype=np.float32)
+        tag_scores = np.zeros(len(tag_docs), dtype=np.float64)
     if weights["tag"] and len(tag_docs):
         # Ranked by relevance (BM25) to the question, then most recent, then latest ingested.
         raw = snap.dates[tag_docs]
@@ -168,7 +208,7 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        rankings["vector"] = vector_leg(snap, qvec, mask, opt.depth)
+        rankings["vector"] = vector_leg(snap, qvec, mask, opt)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}
@@ -181,6 +221,9 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         for leg in LEGS
     }
     legs["vector"]["method"] = "exact masked scan"
+    if opt.context:
+        for leg in ("lexical", "vector"):
+            legs[leg]["context"] = list(opt.context)
     details = {
         "candidates": n_cand,
         "legs": legs,

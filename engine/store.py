@@ -420,7 +420,7 @@ class Store:
             **extra,
         )
 
-    def _options(self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to) -> QueryOptions:
+    def _options(self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=()) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
@@ -442,8 +442,15 @@ class Store:
             if unknown:
                 raise ValidationError(f"unknown legs {sorted(unknown)}; legs are {list(LEGS)}", field="legs")
             w = tuple(x if leg in legs else 0.0 for leg, x in zip(LEGS, w))
+        try:
+            ctx = tuple(float(x) for x in (context or ()))
+        except (TypeError, ValueError):
+            raise ValidationError(f"expected a list of numbers, got {context!r}", field="context") from None
+        if len(ctx) > 8 or not all(math.isfinite(x) and x >= 0 for x in ctx):
+            raise ValidationError(f"expected at most 8 finite numbers >= 0, got {context!r}", field="context")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
+            context=ctx if any(ctx) else (),
             k=int(min(k, n)),
             as_of=_date_arg(as_of, "as_of", end_of_day=True),
             weights=w,
@@ -472,17 +479,20 @@ class Store:
         reserve: bool = True,
         legs: Iterable[str] | None = None,
         embedding: Any = None,
+        context: Sequence[float] | None = (),
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
         ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
         ``weights``: (lexical, tag, vector) or a dict; a weight of 0 (or a leg left out of
         ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        ``context``: thread-context weights (e.g. ``(0.6, 0.3, 0.15)``): each document's lexical
+        and vector scores are lifted by its thread neighbours' 1, 2, 3 steps away; empty = off.
         """
         self._check_open()
         if not isinstance(text, str):
             raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
-        opt = self._options(k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to)
+        opt = self._options(k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context)
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
             if embedding is not None:

@@ -1,7 +1,9 @@
 """The lexical analyzer: text to index terms. Fixed at index time and recorded in the manifest.
 
 Case-folded, apostrophes and possessives folded ("Caroline's" -> "caroline"),
-decimal numbers kept whole ("99.9"), English stop words dropped. The same
+decimal numbers kept whole ("99.9"), English stop words dropped, and words
+reduced to their Snowball English stem ("painted", "painting" -> "paint"),
+as Lucene's EnglishAnalyzer and PostgreSQL's english configuration do. The same
 analyzer tokenizes documents at ingest and questions at query time; a store
 refuses to open with a different one, since its postings would not match.
 """
@@ -9,8 +11,10 @@ refuses to open with a different one, since its postings would not match.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 # A compact English stop list (Lucene's classic list plus common question and chat words).
 STOPWORDS = frozenset(
@@ -30,6 +34,22 @@ _POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b")
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
 
 
+_local = threading.local()
+
+
+@lru_cache(maxsize=1 << 18)
+def stem(word: str) -> str:
+    """Snowball English stem of one (already case-folded) word; numbers pass through."""
+    if word[0].isdigit():
+        return word
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
+
+
 @dataclass(frozen=True)
 class Analyzer:
     """Tokenizer settings; ``to_json()`` goes into the manifest."""
@@ -37,6 +57,7 @@ class Analyzer:
     name: str = "simple-en"
     version: int = 1
     stopwords: bool = True
+    stem: bool = True
 
     def terms(self, text: str) -> list[str]:
         """Index terms of ``text`` in order (with repeats)."""
@@ -45,7 +66,9 @@ class Analyzer:
         text = _APOS.sub("", text)
         toks = _TOKEN.findall(text)
         if self.stopwords:
-            return [t for t in toks if t not in STOPWORDS]
+            toks = [t for t in toks if t not in STOPWORDS]
+        if self.stem:
+            toks = [stem(t) for t in toks]
         return toks
 
     def to_json(self) -> dict:
@@ -53,4 +76,5 @@ class Analyzer:
 
     @classmethod
     def from_json(cls, data: dict) -> "Analyzer":
-        return cls(**data)
+        # Stores written before stemming existed record no "stem": they were not stemmed.
+        return cls(**{"stem": False, **data})

@@ -145,6 +145,24 @@ class Snapshot:
         if len(self.dates) != self.n_docs:
             raise ValueError(f"manifest says {self.n_docs} documents, segments hold {len(self.dates)}")
 
+    @property
+    def thread_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """(prev, next): each document's neighbour in its thread in ingest order, −1 for none (cached)."""
+        links = getattr(self, "_thread_links", None)
+        if links is None:
+            codes = self.threads.codes
+            n = len(codes)
+            prev = np.full(n, -1, dtype=np.int64)
+            nxt = np.full(n, -1, dtype=np.int64)
+            if n:
+                order = np.lexsort((np.arange(n), codes))
+                c = codes[order]
+                same = (c[1:] == c[:-1]) & (c[1:] >= 0)
+                prev[order[1:][same]] = order[:-1][same]
+                nxt[order[:-1][same]] = order[1:][same]
+            links = self._thread_links = (prev, nxt)
+        return links
+
     # --- lookups -------------------------------------------------------------------------------
     def locate(self, doc_id: int) -> tuple[SegmentEntry, int]:
         """(segment, row) of a document id."""

@@ -1,0 +1,128 @@
+"""Thread context: a document's leg score lifted by the scores of its neighbours in its thread.
+
+A turn of a conversation, a reply in an email thread or a paragraph of a
+meeting's notes is read with what comes right before and after it. For a
+leg's raw scores ``s`` over the candidates, with mean ``mu`` and standard
+deviation ``sigma`` over the candidates, the context score of ``d`` is
+
+    z(d) + Σ_h betas[h] · (z(prev_h(d)) + z(next_h(d))),   z = (s − mu) / sigma
+
+where ``prev_h``/``next_h`` are the documents ``h + 1`` steps before/after
+``d`` in its thread (ingest order) and only candidate neighbours count.
+``prev``/``next`` hold the one-step links (−1: none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .topk import heap_push, heap_sorted
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def masked_dot_dense(emb, query, mask, base, out):
+    """``out[base + row] = emb[row] · query`` for every masked row (others untouched)."""
+    d = emb.shape[1]
+    for row in range(emb.shape[0]):
+        g = base + row
+        if mask[g]:
+            acc = 0.0
+            for j in range(d):
+                acc += emb[row, j] * query[j]
+            out[g] = acc
+
+
+@njit(cache=True, nogil=True)
+def candidate_moments(scores, mask):
+    """(mean, standard deviation) of ``scores`` over the masked documents."""
+    n = 0
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(mask.shape[0]):
+        if mask[i]:
+            v = float(scores[i])
+            n += 1
+            s1 += v
+            s2 += v * v
+    if n == 0:
+        return 0.0, 1.0
+    mu = s1 / n
+    var = s2 / n - mu * mu
+    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+
+
+@njit(cache=True, nogil=True)
+def sparse_moments(scores, touched, n_touched, n_candidates):
+    """(mean, sd) over ``n_candidates`` documents of which only the touched ones are non-zero."""
+    if n_candidates == 0:
+        return 0.0, 1.0
+    s1 = 0.0
+    s2 = 0.0
+    for j in range(n_touched):
+        v = float(scores[touched[j]])
+        s1 += v
+        s2 += v * v
+    mu = s1 / n_candidates
+    var = s2 / n_candidates - mu * mu
+    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+
+
+@njit(cache=True, nogil=True)
+def with_neighbours(ids, n_ids, prev, nxt, hops, mask, seen, out):
+    """``ids[:n_ids]`` plus their candidate thread neighbours up to ``hops`` steps, each once.
+
+    ``seen`` is a caller-owned zeroed uint8 array over all documents; it is zero again on return.
+    Returns how many ids were written to ``out`` (capacity ``n_ids * (2 * hops + 1)``).
+    """
+    m = 0
+    for j in range(n_ids):
+        d = ids[j]
+        if not seen[d]:
+            seen[d] = 1
+            out[m] = d
+            m += 1
+        p = d
+        q = d
+        for _ in range(hops):
+            if p >= 0:
+                p = prev[p]
+            if q >= 0:
+                q = nxt[q]
+            if p >= 0 and mask[p] and not seen[p]:
+                seen[p] = 1
+                out[m] = p
+                m += 1
+            if q >= 0 and mask[q] and not seen[q]:
+                seen[q] = 1
+                out[m] = q
+                m += 1
+    for j in range(m):
+        seen[out[j]] = 0
+    return m
+
+
+@njit(cache=True, nogil=True)
+def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, mask, k, out_ids, out_scores, all_scores):
+    """Context scores of ``ids[:n_ids]`` into ``all_scores`` and their best ``k`` into ``out_*``; returns how many."""
+    inv = 1.0 / sigma
+    hs = np.empty(max(k, 1), dtype=np.float64)
+    hi = np.empty(max(k, 1), dtype=np.int64)
+    n = 0
+    for j in range(n_ids):
+        d = ids[j]
+        acc = (scores[d] - mu) * inv
+        p = d
+        q = d
+        for h in range(betas.shape[0]):
+            if p >= 0:
+                p = prev[p]
+            if q >= 0:
+                q = nxt[q]
+            if p >= 0 and mask[p]:
+                acc += betas[h] * (scores[p] - mu) * inv
+            if q >= 0 and mask[q]:
+                acc += betas[h] * (scores[q] - mu) * inv
+        all_scores[j] = acc
+        n = heap_push(hs, hi, n, k, acc, d)
+    return heap_sorted(hs, hi, n, out_scores, out_ids)

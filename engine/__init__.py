@@ -8,6 +8,7 @@ when a question brings its own date and wording.
 (<class 'mempp.store.Store'>, <function format_evidence at ...>)
 """
 
+from .config import IndexConfig
 from .embedder import Embedder, HashEmbedder, OnnxEmbedder
 from .errors import (
     CorruptStoreError,
@@ -33,6 +34,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "HashEmbedder",
+    "IndexConfig",
     "Hit",
     "Hits",
     "MemppError",

@@ -102,10 +102,9 @@ class OnnxEmbedder:
         self.max_tokens = int(max_tokens)
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         # The shipped tokenizer.json truncates at 128 and pads to a fixed 128: use the model's
-        # 256-token window and pad only to the longest text of each batch.
+        # 256-token window, and pad ourselves to the longest text of each batch (_run_ids).
         self.tokenizer.enable_truncation(max_length=self.max_tokens)
-        pad_id = self.tokenizer.token_to_id("[PAD]")
-        self.tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
+        self.tokenizer.no_padding()
 
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -147,9 +146,16 @@ class OnnxEmbedder:
         return out
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        enc = self.tokenizer.encode_batch(batch)
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        return self._run_ids([e.ids for e in self.tokenizer.encode_batch(batch)])
+
+    def _run_ids(self, seqs: list[list[int]]) -> np.ndarray:
+        """Unit vectors of token id sequences (each already framed by [CLS] ... [SEP]), padded here."""
+        width = max(len(x) for x in seqs)
+        ids = np.zeros((len(seqs), width), dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        for i, x in enumerate(seqs):
+            ids[i, : len(x)] = x
+            mask[i, : len(x)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -157,6 +163,39 @@ class OnnxEmbedder:
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _unit_rows(pooled)
+
+    def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of every window after the first of each text longer than the model's window.
+
+        Windows hold ``max_tokens - 2`` tokens and start every ``stride`` tokens; the first
+        window is what :meth:`embed` returns. Returns ``(vectors, owner)``: owner is the
+        index into ``texts`` of each vector.
+        """
+        if not hasattr(self, "_full"):
+            from tokenizers import Tokenizer
+
+            self._full = Tokenizer.from_str(self.tokenizer.to_str())
+            self._full.no_truncation()
+            self._full.no_padding()
+        size = self.max_tokens - 2
+        stride = max(1, min(int(stride), size))
+        seqs: list[list[int]] = []
+        owner: list[int] = []
+        for i, enc in enumerate(self._full.encode_batch(list(texts))):
+            body = enc.ids[1:-1]
+            start = stride
+            while len(body) > size and start < len(body) - (size - stride):
+                seqs.append([enc.ids[0], *body[start : start + size], enc.ids[-1]])
+                owner.append(i)
+                start += stride
+        if not seqs:
+            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
+        order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
+        out = np.empty((len(seqs), self.dim), dtype=np.float32)
+        for b in range(0, len(order), batch_size):
+            idx = order[b : b + batch_size]
+            out[idx] = self._run_ids([seqs[j] for j in idx])
+        return out, np.asarray(owner, dtype=np.int64)
 
 
 _WORD = re.compile(r"[^\W_]+")
@@ -183,6 +222,23 @@ class HashEmbedder:
             if progress is not None:
                 progress(1)
         return _unit_rows(out)
+
+    def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        """Windows of 200 words every ``stride`` words (at most 200) after the first; see OnnxEmbedder."""
+        return hash_windows(self, texts, min(int(stride), 200))
+
+
+def hash_windows(embedder: "HashEmbedder", texts: Sequence[str], stride: int, size: int = 200):
+    """Word windows for the hash embedder (``size`` words, every ``stride`` words after the first)."""
+    vecs, owner = [], []
+    for i, text in enumerate(texts):
+        words = text.split()
+        start = stride
+        while len(words) > size and start < len(words) - (size - stride):
+            vecs.append(" ".join(words[start : start + size]))
+            owner.append(i)
+            start += stride
+    return embedder.embed(vecs), np.asarray(owner, dtype=np.int64)
 
 
 def embedder_for(info: dict) -> Embedder | None:

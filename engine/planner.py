@@ -18,6 +18,7 @@ from mempp.kernels import (
     clear_touched,
     context_topk,
     masked_dot_dense,
+    masked_dot_max,
     masked_dot_topk,
     sparse_moments,
     topk_touched,
@@ -160,12 +161,20 @@ def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarra
 
 
 def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
-    """Exact masked cosine scan (with thread context when asked); top ``depth`` doc ids."""
+    """Exact masked cosine scan; top ``depth`` doc ids.
+
+    A document with extra window vectors scores as its best window; with thread context
+    each score is lifted by its neighbours'. Both need every candidate's score (a dense
+    pass); otherwise a heap keeps the best ``depth`` during the scan.
+    """
     depth = opt.depth
-    if opt.context:
+    windows = any(e.window_rows is not None for e in snap.segments)
+    if opt.context or windows:
         dense = np.zeros(snap.n_docs, dtype=np.float32)
         for entry in snap.segments:
             masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+            if entry.window_rows is not None:
+                masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
         mu, sigma = candidate_moments(dense, mask)
         cands = np.flatnonzero(mask).astype(np.int64)
         prev, nxt = snap.thread_links
@@ -220,7 +229,9 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}
         for leg in LEGS
     }
-    legs["vector"]["method"] = "exact masked scan"
+    legs["vector"]["method"] = "exact masked scan" + (
+        " (best window)" if any(e.window_rows is not None for e in snap.segments) else ""
+    )
     if opt.context:
         for leg in ("lexical", "vector"):
             legs[leg]["context"] = list(opt.context)

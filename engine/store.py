@@ -26,7 +26,8 @@ from mempp.storage import (
     read_manifest,
 )
 
-from .dates import from_us, to_us
+from .config import IndexConfig
+from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import Row, check_vector, prepare
@@ -46,8 +47,11 @@ class Store:
     'a'
     """
 
-    def __init__(self, path: Path, snapshot: Snapshot, embedder: Embedder | None, read_only: bool, analyzer: Analyzer):
+    def __init__(
+        self, path: Path, snapshot: Snapshot, embedder: Embedder | None, read_only: bool, analyzer: Analyzer, index: IndexConfig
+    ):
         self.path = path
+        self.index = IndexConfig.from_json(snapshot.manifest["index"]) if snapshot.manifest.get("index") else index
         self._snap = snapshot
         self._embedder = embedder
         self.read_only = read_only
@@ -79,6 +83,7 @@ class Store:
         create: bool = True,
         version: int | None = None,
         analyzer: Analyzer | None = None,
+        index: IndexConfig | None = None,
     ) -> "Store":
         """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
 
@@ -102,7 +107,9 @@ class Store:
         want = analyzer or Analyzer()
         if manifest is not None and analyzer is not None and manifest["analyzer"] != analyzer.to_json():
             raise StoreError(f"{path}: store was indexed with analyzer {manifest['analyzer']}, not {analyzer.to_json()}")
-        return cls(path, Snapshot(path, manifest), embedder, read_only, want)
+        if manifest is not None and index is not None and IndexConfig.from_json(manifest.get("index")) != index:
+            raise StoreError(f"{path}: store was indexed with {manifest.get('index')}, not {index.to_json()}")
+        return cls(path, Snapshot(path, manifest), embedder, read_only, want, index or IndexConfig())
 
     def refresh(self) -> int:
         """Move to the newest committed version (others' commits become visible); returns it."""
@@ -273,7 +280,9 @@ class Store:
         self._index_keys()
 
     def _commit(self, batch: CommitBatch) -> None:
-        previous = self._snap.manifest or new_manifest(self.dim, self._embedder_info, self._analyzer.to_json())
+        previous = self._snap.manifest or new_manifest(
+            self.dim, self._embedder_info, self._analyzer.to_json(), self.index.to_json()
+        )
         manifest = commit(self.path, previous, batch)
         self._snap = Snapshot(self.path, manifest, previous=self._snap)
         self._index_keys()
@@ -285,9 +294,18 @@ class Store:
         for i, r in enumerate(rows):
             if r.embedding is not None:
                 emb[i] = r.embedding
+        win_rows = win_emb = None
         if todo:
-            vecs = self.embedder.embed([rows[i].text for i in todo], batch_size=batch_size, progress=progress)
-            emb[todo] = vecs
+            texts = [
+                self.index.render(
+                    r.text, author=r.author, date=(iso(r.date) or "")[:10], thread=r.thread, channel=r.channel, source=r.source
+                )
+                for r in (rows[i] for i in todo)
+            ]
+            emb[todo] = self.embedder.embed(texts, batch_size=batch_size, progress=progress)
+            if self.index.window_stride and hasattr(self.embedder, "embed_windows"):
+                win_emb, owner = self.embedder.embed_windows(texts, self.index.window_stride, batch_size=batch_size)
+                win_rows = np.asarray(todo, dtype=np.int64)[owner]
         elif progress is not None and n:
             progress(n)
         term_ids = self._snap.term_ids
@@ -327,6 +345,8 @@ class Store:
             doc_terms=doc_terms,
             new_terms=list(new_terms),
             supersessions=sups,
+            window_rows=win_rows,
+            window_embeddings=win_emb,
         )
 
     def _index_keys(self) -> None:
@@ -607,6 +627,8 @@ class Store:
             "segments": len(snap.segments),
             "embedder": dict(self._embedder_info),
             "analyzer": self._analyzer.to_json(),
+            "index": self.index.to_json(),
+            "window_vectors": int(sum(len(e.window_rows) for e in snap.segments if e.window_rows is not None)),
             "bytes_on_disk": size,
         }
 

@@ -12,7 +12,7 @@ ranks first.
 from .topk import TopK, heap_push, heap_sorted
 from .bm25 import bm25_accumulate, bm25_idf, topk_touched, clear_touched
 from .cosine import masked_dot_topk
-from .context import candidate_moments, context_topk, masked_dot_dense, sparse_moments, with_neighbours
+from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
     "TopK",
@@ -24,6 +24,7 @@ __all__ = [
     "clear_touched",
     "masked_dot_topk",
     "masked_dot_dense",
+    "masked_dot_max",
     "candidate_moments",
     "sparse_moments",
     "with_neighbours",

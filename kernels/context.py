@@ -126,3 +126,17 @@ def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, mask, k, out_i
         all_scores[j] = acc
         n = heap_push(hs, hi, n, k, acc, d)
     return heap_sorted(hs, hi, n, out_scores, out_ids)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def masked_dot_max(emb, rows, query, mask, base, out):
+    """For window vectors ``emb`` owned by segment rows ``rows``: ``out[g] = max(out[g], emb[i] · query)``."""
+    d = emb.shape[1]
+    for i in range(emb.shape[0]):
+        g = base + rows[i]
+        if mask[g]:
+            acc = 0.0
+            for j in range(d):
+                acc += emb[i, j] * query[j]
+            if acc > out[g]:
+                out[g] = acc

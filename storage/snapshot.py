@@ -28,6 +28,8 @@ FOREVER = np.iinfo(np.int64).max
 class SegmentEntry:
     segment: Segment
     postings: Postings
+    window_rows: np.ndarray | None = None  # int32 segment row of each extra window vector
+    window_embeddings: np.ndarray | None = None  # (m, dim) float32, mapped
 
     @property
     def base(self) -> int:
@@ -108,6 +110,11 @@ class Snapshot:
                         check_file(store, files["index"], verify=False),
                     )
                     entry = SegmentEntry(seg, post)
+                    if "win" in files:
+                        win = map_table(check_file(store, files["win"], verify=False))
+                        entry.window_rows = win.column("row").to_numpy()
+                        chunk = win.column("embedding").combine_chunks()
+                        entry.window_embeddings = chunk.values.to_numpy(zero_copy_only=True).reshape(len(win), -1)
                 self.segments.append(entry)
             if "dict" in files:
                 self.term_files.append(files["dict"].name)

@@ -33,6 +33,8 @@ class CommitBatch:
     doc_terms: list[np.ndarray] = field(default_factory=list)  # term ids per new row
     new_terms: list[str] = field(default_factory=list)
     supersessions: list[tuple[int, int, int, int]] = field(default_factory=list)  # old, new, effective µs, recorded µs
+    window_rows: np.ndarray | None = None  # segment row owning each extra window vector (long documents)
+    window_embeddings: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -42,13 +44,14 @@ class CommitBatch:
         return self.n_docs == 0 and not self.supersessions
 
 
-def new_manifest(dim: int, embedder: dict, analyzer: dict) -> dict:
+def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
     return {
         "format": FORMAT,
         "version": 0,
         "dim": dim,
         "embedder": embedder,
         "analyzer": analyzer,
+        "index": index or {},
         "n_docs": 0,
         "total_length": 0,
         "n_terms": 0,
@@ -70,6 +73,16 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
         post, index = Postings.build(batch.doc_terms).encode()
         files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
         files["index"] = write_file(store, f"{stem}.terms.arrow", index).to_json()
+        if batch.window_rows is not None and len(batch.window_rows):
+            dim = batch.window_embeddings.shape[1]
+            flat = pa.array(np.ascontiguousarray(batch.window_embeddings, dtype=np.float32).reshape(-1), pa.float32())
+            table = pa.table(
+                {
+                    "row": pa.array(batch.window_rows, pa.int32()),
+                    "embedding": pa.FixedSizeListArray.from_arrays(flat, dim),
+                }
+            )
+            files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
         entry["first_doc"] = int(batch.columns["doc_id"][0])
         entry["n_docs"] = batch.n_docs
         total_length += int(sum(batch.columns["length"]))

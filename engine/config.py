@@ -1,0 +1,53 @@
+"""Index-time settings: fixed when a store is created, recorded in its manifest, checked on open."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import ValidationError
+
+TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How documents are embedded.
+
+    ``embed_template``: the string embedded for each document, e.g. ``"{author}: {text}"``
+    (fields: text, author, date (YYYY-MM-DD), thread, channel, source; a missing value is
+    empty). None embeds the text alone, as the reference does.
+    ``window_stride``: None embeds the first window (256 tokens) only, as the reference
+    does; a number also embeds windows starting every that many tokens, and a document
+    scores as its best window in the vector leg.
+    """
+
+    embed_template: str | None = None
+    window_stride: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.embed_template is not None:
+            try:
+                names = {f for _, f, _, _ in string.Formatter().parse(self.embed_template) if f is not None}
+            except ValueError as exc:
+                raise ValidationError(f"not a format string ({exc})", field="embed_template") from None
+            if "text" not in names or names - TEMPLATE_FIELDS:
+                raise ValidationError(
+                    f"must use {{text}} and only {sorted(TEMPLATE_FIELDS)}", field="embed_template"
+                )
+        if self.window_stride is not None and (isinstance(self.window_stride, bool) or int(self.window_stride) < 1):
+            raise ValidationError("expected an integer >= 1 or None", field="window_stride")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "IndexConfig":
+        return cls(**(data or {}))
+
+    def render(self, text: str, **fields: str | None) -> str:
+        if self.embed_template is None:
+            return text
+        values = {k: (v or "") for k, v in fields.items()}
+        return self.embed_template.format(text=text, **values).strip()

@@ -1,0 +1,75 @@
+"""Index-time settings: embedding template and window vectors for long documents."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mempp
+from mempp import IndexConfig
+
+
+def test_template_validation():
+    with pytest.raises(mempp.ValidationError, match="embed_template"):
+        IndexConfig(embed_template="{author} only")
+    with pytest.raises(mempp.ValidationError, match="embed_template"):
+        IndexConfig(embed_template="{text} {secret}")
+    with pytest.raises(mempp.ValidationError, match="window_stride"):
+        IndexConfig(window_stride=0)
+    assert IndexConfig(embed_template="[{date}] {author}: {text}").render("hi", author="Ann", date="2023-01-02") == "[2023-01-02] Ann: hi"
+    assert IndexConfig(embed_template="{author}: {text}").render("hi", author=None) == ": hi"
+
+
+def test_template_changes_what_is_embedded(tmp_path):
+    cfg = IndexConfig(embed_template="{author}: {text}")
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(), index=cfg) as s:
+        s.add([{"id": "a", "text": "we ship friday", "author": "Zed"}])
+        got = s._snap.segments[0].segment.embeddings[0]
+        np.testing.assert_allclose(got, mempp.HashEmbedder().embed(["Zed: we ship friday"])[0])
+        assert s.get("a").text == "we ship friday"  # the stored text is untouched
+    with mempp.Store.open(tmp_path / "s") as s:
+        assert s.index == cfg and s.stats()["index"]["embed_template"] == "{author}: {text}"
+    with pytest.raises(mempp.StoreError, match="indexed with"):
+        mempp.Store.open(tmp_path / "s", index=IndexConfig())
+
+
+def test_windows_find_words_past_the_first_window(tmp_path):
+    filler = " ".join(f"filler{i}" for i in range(600))
+    long_doc = {"id": "long", "text": filler + " the quarterly migration budget was approved"}
+    other = {"id": "other", "text": "lunch menu for the offsite"}
+    q = "quarterly migration budget approved"
+    results = {}
+    for stride in (None, 150):
+        with mempp.Store.open(tmp_path / f"s{stride}", embedder=mempp.HashEmbedder(), index=IndexConfig(window_stride=stride)) as s:
+            s.add([long_doc, other])
+            hits = s.query(q, legs=["vector"], reserve=False, k=2)
+            results[stride] = [h.key for h in hits]
+            n_win = s.stats()["window_vectors"]
+            assert (n_win > 0) == (stride is not None)
+            if stride:
+                # Oracle: the document's vector score is its best window (first window = main vector).
+                e = mempp.HashEmbedder()
+                qv = e.embed([q])[0]
+                words = long_doc["text"].split()
+                starts = [0] + list(range(stride, len(words) - (200 - stride), stride))
+                best = max(float(e.embed([" ".join(words[s0 : s0 + 200]) if s0 else long_doc["text"]])[0] @ qv) for s0 in starts)
+                entry = s._snap.segments[0]
+                dense = np.zeros(2, dtype=np.float32)
+                from mempp.kernels import masked_dot_dense, masked_dot_max
+
+                mask = np.ones(2, dtype=np.uint8)
+                masked_dot_dense(entry.segment.embeddings, qv, mask, 0, dense)
+                masked_dot_max(entry.window_embeddings, entry.window_rows, qv, mask, 0, dense)
+                assert dense[0] == pytest.approx(best, abs=1e-5)
+                assert "best window" in hits.plan.legs["vector"]["method"]
+    assert results[150][0] == "long"
+    with mempp.Store.open(tmp_path / "s150") as s:  # reopened: windows come back from disk
+        assert s.query(q, legs=["vector"], reserve=False, k=1)[0].key == "long"
+
+
+@pytest.mark.model
+def test_onnx_windows_cover_the_tail():
+    e = mempp.OnnxEmbedder()
+    vecs, owner = e.embed_windows(["short", "word " * 600, "alpha beta " * 150], stride=192)
+    assert owner.tolist() == [1, 1, 2] and vecs.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)

@@ -31,6 +31,7 @@ class EvalConfig:
     legs: tuple[str, ...] | None = None
     embedder: str = "minilm"
     context: tuple[float, ...] = ()
+    question_dates: bool = False
 
 
 def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
@@ -122,6 +123,7 @@ def evaluate(
                             reserve=config.reserve,
                             legs=config.legs,
                             context=config.context,
+                            question_dates=config.question_dates,
                             embedding=None if vecs is None else vecs[j],
                         )
                         ranked = [h.key for h in hits]

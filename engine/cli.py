@@ -52,6 +52,7 @@ def _ranking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reserve", action="store_true", help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
     p.add_argument("--context", type=_floats, default=(), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
+    p.add_argument("--question-dates", action="store_true", help="without --as-of, a date named in the question bounds it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,6 +163,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             reserve=not args.no_reserve,
             legs=args.legs,
             context=args.context,
+            question_dates=args.question_dates,
         )
     if args.json:
         print(hits.to_json())
@@ -215,6 +217,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = EvalConfig(
         ks=ks, weights=args.weights, depth=args.depth, reserve=not args.no_reserve, legs=args.legs, embedder=args.embedder,
         context=args.context,
+        question_dates=args.question_dates,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
     print(json.dumps(report) if args.json else format_report(report))

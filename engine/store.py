@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -31,6 +32,7 @@ from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import Row, check_vector, prepare
+from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, run
 from .types import LEGS, Hit, Hits, Plan, Record
 
@@ -500,6 +502,7 @@ class Store:
         legs: Iterable[str] | None = None,
         embedding: Any = None,
         context: Sequence[float] | None = (),
+        question_dates: bool = False,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -508,10 +511,17 @@ class Store:
         ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
         ``context``: thread-context weights (e.g. ``(0.6, 0.3, 0.15)``): each document's lexical
         and vector scores are lifted by its thread neighbours' 1, 2, 3 steps away; empty = off.
+        ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
+        "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         """
         self._check_open()
         if not isinstance(text, str):
             raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
+        from_question = False
+        if question_dates and as_of is None:
+            named = question_as_of(text)
+            if named is not None:
+                as_of, from_question = named, True
         opt = self._options(k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context)
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -519,7 +529,10 @@ class Store:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
                 qvec = self.embedder.embed([text])[0]
-        return self._execute(text, qvec, opt)
+        hits = self._execute(text, qvec, opt)
+        if from_question and hits.plan is not None:
+            hits.plan = replace(hits.plan, as_of_from_question=True)
+        return hits
 
     search = query
 

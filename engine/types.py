@@ -81,10 +81,12 @@ class Plan:
     reserve: bool
     matched_authors: tuple[str, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
+    as_of_from_question: bool = False  # the as_of was read from a date the question names
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "as_of": self.as_of.isoformat() if self.as_of else None,
+            "as_of_from_question": self.as_of_from_question,
             "candidates": self.candidates,
             "legs": self.legs,
             "k": self.k,

@@ -265,3 +265,28 @@ def test_format_evidence(store):
         "[2023-06-01] Ben Ortiz (email, thread EV-1):\n" + ORG[2]["text"]
         + "\n\n[undated] Carla Diaz:\n" + ORG[3]["text"]
     )
+
+
+def test_question_dates_bound_as_of_only_when_asked(store):
+    store.add(ORG)
+    q = "What was the uptime SLA in March 2023?"
+    assert store.query(q, k=1, legs=["lexical"])[0].key == "sla-2"
+    hits = store.query(q, k=1, legs=["lexical"], question_dates=True)
+    assert hits[0].key == "sla-1" and hits.plan.as_of_from_question
+    assert hits.plan.as_of.isoformat().startswith("2023-03-31T23:59:59")
+    # an explicit as_of wins over the question's date
+    assert store.query(q, k=1, legs=["lexical"], question_dates=True, as_of="2023-07-01")[0].key == "sla-2"
+
+
+def test_question_date_parser():
+    from datetime import date
+
+    from mempp.qdates import question_as_of
+
+    assert question_as_of("as of 2023-03-12?") == date(2023, 3, 12)
+    assert question_as_of("decided in March 2023") == date(2023, 3, 31)
+    assert question_as_of("on 5 May 2023 and Feb 2023") == date(2023, 5, 5)
+    assert question_as_of("March 3rd, 2024") == date(2024, 3, 3)
+    assert question_as_of("the policy in 2022") == date(2022, 12, 31)
+    assert question_as_of("the 99.9% SLA, ticket 12345") is None
+    assert question_as_of("2023-02-30") is None

@@ -1,0 +1,60 @@
+"""Dates written in a question ("as of 2023-03-12", "in March 2023", "on 5 May 2023").
+
+Used only when the caller opts in (``question_dates=True``) and gives no ``as_of``:
+the latest date the question names becomes the ``as_of``, at the end of the period
+it names (a day, a month, or a year written as "in 2023"). A question naming no
+date is left alone. The rule is deliberately plain, so a user can predict it.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from datetime import date
+
+MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+MONTHS["sept"] = 9
+_M = "|".join(sorted(MONTHS, key=len, reverse=True))
+
+_PATTERNS = [
+    # 2023-03-12, 2023/03/12
+    (re.compile(r"\b(\d{4})[-/](\d{1,2})[-/](\d{1,2})\b"), lambda m: _day(m[1], m[2], m[3])),
+    # 12 March 2023, 12th of March, 2023
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_M})\.?,?\s+(\d{{4}})\b", re.I), lambda m: _day(m[3], MONTHS[m[2].lower()], m[1])),
+    # March 12, 2023
+    (re.compile(rf"\b({_M})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), lambda m: _day(m[3], MONTHS[m[1].lower()], m[2])),
+    # March 2023
+    (re.compile(rf"\b({_M})\.?,?\s+(\d{{4}})\b", re.I), lambda m: _month_end(m[2], MONTHS[m[1].lower()])),
+    # 2023-03
+    (re.compile(r"\b(\d{4})-(\d{1,2})\b(?![-/]\d)"), lambda m: _month_end(m[1], m[2])),
+    # in 2023 / during 2023 / as of 2023 / by 2023 / end of 2023
+    (re.compile(r"\b(?:in|during|as of|by|end of|before|through)\s+(\d{4})\b", re.I), lambda m: _day(m[1], 12, 31)),
+]
+
+
+def _day(y, m, d) -> date | None:
+    try:
+        return date(int(y), int(m), int(d))
+    except ValueError:
+        return None
+
+
+def _month_end(y, m) -> date | None:
+    y, m = int(y), int(m)
+    if not 1 <= m <= 12:
+        return None
+    return date(y, m, calendar.monthrange(y, m)[1])
+
+
+def question_as_of(text: str) -> date | None:
+    """The end of the latest period the question names, or None."""
+    found: list[date] = []
+    rest = text
+    for pattern, make in _PATTERNS:
+        for m in pattern.finditer(rest):
+            d = make(m)
+            if d is not None and 1 <= d.year <= 9999:
+                found.append(d)
+        rest = pattern.sub(" ", rest)  # a matched span is not matched again by a looser pattern
+    return max(found) if found else None

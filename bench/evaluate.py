@@ -32,6 +32,25 @@ class EvalConfig:
     embedder: str = "minilm"
     context: tuple[float, ...] = ()
     question_dates: bool = False
+    stem: bool = True  # index time: Snowball stemming in the lexical analyzer
+    embed_template: str | None = None  # index time: see mempp.IndexConfig
+    window_stride: int | None = None  # index time: window vectors for long documents
+
+
+# The reference's settings as closely as our parts allow (its lexical leg is PostgreSQL's
+# ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None),
+}
+
+
+def preset(name: str, **overrides: Any) -> EvalConfig:
+    """An :class:`EvalConfig` from a named preset ("default" or one of PRESETS), then overrides."""
+    if name != "default" and name not in PRESETS:
+        raise mempp.ValidationError(f"unknown preset {name!r}; presets: default, {', '.join(PRESETS)}", field="preset")
+    base = {} if name == "default" else dict(PRESETS[name])
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return EvalConfig(**base)
 
 
 def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
@@ -105,7 +124,12 @@ def evaluate(
                 ProgressBar(n_docs, "ingest", enabled=progress) as ingest_bar, \
                 ProgressBar(n_q, "query", unit="questions", enabled=progress) as query_bar:
             for i, scope in enumerate(sorted(set(doc_groups) | set(q_groups))):
-                store = mempp.Store.open(Path(tmp) / f"scope{i}", embedder=embedder)
+                store = mempp.Store.open(
+                    Path(tmp) / f"scope{i}",
+                    embedder=embedder,
+                    analyzer=mempp.Analyzer(stem=config.stem),
+                    index=mempp.IndexConfig(embed_template=config.embed_template, window_stride=config.window_stride),
+                )
                 with store:
                     t = time.perf_counter()
                     store.add(doc_groups.get(scope, []), progress=ingest_bar)
@@ -164,7 +188,8 @@ def format_report(report: dict[str, Any]) -> str:
     cfg = report["config"]
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"context={cfg['context'] or 'off'} "
+        f"context={cfg['context'] or 'off'} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"
     )

@@ -46,13 +46,16 @@ def _embedder(name: str):
     return {"minilm": OnnxEmbedder, "hash": HashEmbedder}[name]()
 
 
-def _ranking_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--weights", type=_weights, default=(1.0, 1.0, 4.0), help="lexical,tag,vector fusion weights (default 1,1,4)")
-    p.add_argument("--depth", type=int, default=50, help="candidates per leg (default 50)")
-    p.add_argument("--no-reserve", action="store_true", help="no latest-date reserve slots")
+def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
+    d = (lambda v: v) if defaults else (lambda v: None)
+    p.add_argument("--weights", type=_weights, default=d((1.0, 1.0, 4.0)), help="lexical,tag,vector fusion weights (default 1,1,4)")
+    p.add_argument("--depth", type=int, default=d(50), help="candidates per leg (default 50)")
+    p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
-    p.add_argument("--context", type=_floats, default=(), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
-    p.add_argument("--question-dates", action="store_true", help="without --as-of, a date named in the question bounds it")
+    p.add_argument("--context", type=_floats, default=d(()), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
+    p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
+                   help="without --as-of, a date named in the question bounds it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    _ranking_args(p)
+    p.add_argument("--preset", default="default", help="settings to start from: default, or paper (the reference's)")
+    p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
+    p.add_argument("--embed-template", default=None, help='index time: what to embed, e.g. "{author}: {text}"')
+    p.add_argument("--window-stride", type=int, default=None, help="index time: window vectors every N tokens for long documents")
+    _ranking_args(p, defaults=False)
 
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
@@ -209,15 +216,15 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from mempp.bench.evaluate import EvalConfig, evaluate, format_report
+    from mempp.bench.evaluate import evaluate, format_report, preset
 
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
-    cfg = EvalConfig(
-        ks=ks, weights=args.weights, depth=args.depth, reserve=not args.no_reserve, legs=args.legs, embedder=args.embedder,
-        context=args.context,
-        question_dates=args.question_dates,
+    cfg = preset(
+        args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
+        legs=args.legs, embedder=args.embedder, context=args.context, question_dates=args.question_dates, stem=args.stem,
+        embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
     print(json.dumps(report) if args.json else format_report(report))

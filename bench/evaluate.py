@@ -31,6 +31,7 @@ class EvalConfig:
     legs: tuple[str, ...] | None = None
     embedder: str = "minilm"
     context: tuple[float, ...] = ()
+    context_length: float | None = None
     question_dates: bool = False
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
@@ -147,6 +148,7 @@ def evaluate(
                             reserve=config.reserve,
                             legs=config.legs,
                             context=config.context,
+                            context_length=config.context_length,
                             question_dates=config.question_dates,
                             embedding=None if vecs is None else vecs[j],
                         )

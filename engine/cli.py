@@ -54,6 +54,8 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
     p.add_argument("--context", type=_floats, default=d(()), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
+    p.add_argument("--context-length", type=float, default=None,
+                   help="thread context counts fully for documents of at most this many terms, less for longer ones")
     p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
                    help="without --as-of, a date named in the question bounds it")
 
@@ -170,6 +172,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             reserve=not args.no_reserve,
             legs=args.legs,
             context=args.context,
+            context_length=args.context_length,
             question_dates=args.question_dates,
         )
     if args.json:
@@ -223,7 +226,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValidationError("must be >= 1", field="--k")
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
-        legs=args.legs, embedder=args.embedder, context=args.context, question_dates=args.question_dates, stem=args.stem,
+        legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, question_dates=args.question_dates, stem=args.stem,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

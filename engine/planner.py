@@ -47,6 +47,7 @@ class QueryOptions:
     date_from: int | None = None
     date_to: int | None = None
     context: tuple[float, ...] = ()  # thread-context weights for neighbours 1, 2, ... steps away
+    context_length: float | None = None  # neighbours count fully for documents of at most this many terms
 
 
 def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
@@ -108,6 +109,18 @@ class NameMatcher:
         return sorted(found)
 
 
+def context_scale(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
+    """Per-document share of the neighbours: ``min(1, context_length / length)``; empty when unscaled.
+
+    A short turn of a conversation is read with its neighbours; a long, self-contained
+    document (an email, a policy page) much less so.
+    """
+    if not opt.context or opt.context_length is None:
+        return np.zeros(0, dtype=np.float32)
+    lengths = snap.lengths
+    return np.minimum(1.0, opt.context_length / np.maximum(lengths, 1.0)).astype(np.float32)
+
+
 # --- legs ------------------------------------------------------------------------------------------
 def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
     """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc."""
@@ -139,9 +152,12 @@ def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, op
         seen = np.zeros(snap.n_docs, dtype=np.uint8)
         m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
         out_scores = np.empty(depth, dtype=np.float64)
-        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, mask, depth, out_ids, out_scores, np.empty(m))
+        scale = context_scale(snap, opt)
+        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m))
         if len(score_for):
-            context_topk(scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, mask, 0, out_ids[:0], out_scores[:0], extra)
+            context_topk(
+                scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, scale, mask, 0, out_ids[:0], out_scores[:0], extra
+            )
     else:
         out_scores = np.empty(depth, dtype=np.float32)
         got = topk_touched(scores, touched, n, depth, out_ids, out_scores)
@@ -180,8 +196,8 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         prev, nxt = snap.thread_links
         out_ids = np.empty(depth, dtype=np.int64)
         got = context_topk(
-            dense, mu, sigma, cands, len(cands), prev, nxt, np.asarray(opt.context, dtype=np.float64), mask, depth,
-            out_ids, np.empty(depth), np.empty(len(cands)),
+            dense, mu, sigma, cands, len(cands), prev, nxt, np.asarray(opt.context, dtype=np.float64),
+            context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)),
         )
         return out_ids[:got]
     heap = TopK(depth, dtype=np.float32)

@@ -442,7 +442,9 @@ class Store:
             **extra,
         )
 
-    def _options(self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=()) -> QueryOptions:
+    def _options(
+        self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=(), context_length=None
+    ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
@@ -470,9 +472,12 @@ class Store:
             raise ValidationError(f"expected a list of numbers, got {context!r}", field="context") from None
         if len(ctx) > 8 or not all(math.isfinite(x) and x >= 0 for x in ctx):
             raise ValidationError(f"expected at most 8 finite numbers >= 0, got {context!r}", field="context")
+        if context_length is not None and not (isinstance(context_length, (int, float)) and context_length > 0):
+            raise ValidationError(f"expected a number > 0 or None, got {context_length!r}", field="context_length")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
             context=ctx if any(ctx) else (),
+            context_length=None if context_length is None else float(context_length),
             k=int(min(k, n)),
             as_of=_date_arg(as_of, "as_of", end_of_day=True),
             weights=w,
@@ -502,6 +507,7 @@ class Store:
         legs: Iterable[str] | None = None,
         embedding: Any = None,
         context: Sequence[float] | None = (),
+        context_length: float | None = None,
         question_dates: bool = False,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
@@ -511,6 +517,8 @@ class Store:
         ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
         ``context``: thread-context weights (e.g. ``(0.6, 0.3, 0.15)``): each document's lexical
         and vector scores are lifted by its thread neighbours' 1, 2, 3 steps away; empty = off.
+        ``context_length``: neighbours count fully for documents of at most this many index
+        terms and proportionally less for longer ones (None: fully for all).
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         """
@@ -522,7 +530,9 @@ class Store:
             named = question_as_of(text)
             if named is not None:
                 as_of, from_question = named, True
-        opt = self._options(k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context)
+        opt = self._options(
+            k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length
+        )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
             if embedding is not None:

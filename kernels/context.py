@@ -103,15 +103,19 @@ def with_neighbours(ids, n_ids, prev, nxt, hops, mask, seen, out):
 
 
 @njit(cache=True, nogil=True)
-def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, mask, k, out_ids, out_scores, all_scores):
-    """Context scores of ``ids[:n_ids]`` into ``all_scores`` and their best ``k`` into ``out_*``; returns how many."""
+def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k, out_ids, out_scores, all_scores):
+    """Context scores of ``ids[:n_ids]`` into ``all_scores`` and their best ``k`` into ``out_*``; returns how many.
+
+    ``scale[d]`` multiplies the neighbours' share of ``d``'s score (an empty ``scale`` means 1).
+    """
     inv = 1.0 / sigma
+    scaled = scale.shape[0] > 0
     hs = np.empty(max(k, 1), dtype=np.float64)
     hi = np.empty(max(k, 1), dtype=np.int64)
     n = 0
     for j in range(n_ids):
         d = ids[j]
-        acc = (scores[d] - mu) * inv
+        ctx = 0.0
         p = d
         q = d
         for h in range(betas.shape[0]):
@@ -120,9 +124,12 @@ def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, mask, k, out_i
             if q >= 0:
                 q = nxt[q]
             if p >= 0 and mask[p]:
-                acc += betas[h] * (scores[p] - mu) * inv
+                ctx += betas[h] * (scores[p] - mu) * inv
             if q >= 0 and mask[q]:
-                acc += betas[h] * (scores[q] - mu) * inv
+                ctx += betas[h] * (scores[q] - mu) * inv
+        if scaled:
+            ctx *= scale[d]
+        acc = (scores[d] - mu) * inv + ctx
         all_scores[j] = acc
         n = heap_push(hs, hi, n, k, acc, d)
     return heap_sorted(hs, hi, n, out_scores, out_ids)

@@ -170,6 +170,15 @@ class Snapshot:
             links = self._thread_links = (prev, nxt)
         return links
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """float32 BM25 length (number of index terms) of every document (cached)."""
+        out = getattr(self, "_lengths", None)
+        if out is None:
+            segs = [e.segment.lengths for e in self.segments]
+            out = self._lengths = np.concatenate(segs) if segs else np.zeros(0, dtype=np.float32)
+        return out
+
     # --- lookups -------------------------------------------------------------------------------
     def locate(self, doc_id: int) -> tuple[SegmentEntry, int]:
         """(segment, row) of a document id."""

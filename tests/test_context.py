@@ -71,7 +71,7 @@ def test_context_topk_matches_oracle(c):
     out_ids = np.empty(k, dtype=np.int64)
     out_s = np.empty(k)
     every = np.empty(len(ids))
-    got = context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), mask, k, out_ids, out_s, every)
+    got = context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), np.zeros(0, np.float32), mask, k, out_ids, out_s, every)
     want = oracle_context(scores.astype(np.float64), mask, threads, betas)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)
     expect = sorted(want, key=lambda d: (-round(want[d], 9), -d))[:k]
@@ -142,3 +142,22 @@ def test_context_lifts_the_neighbour_of_a_strong_hit(tmp_path):
         assert ctx.plan.legs["lexical"]["context"] == [0.6]
         vec = s.query("camping kids", legs=["vector"], reserve=False, context=(0.6, 0.3))
         assert {h.key for h in vec} == {"q", "a", "x", "y"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(case, st.lists(st.floats(0, 1), min_size=40, max_size=40))
+def test_context_scale_multiplies_the_neighbours_share(c, scale):
+    scores, mask, threads, betas, k = c
+    n = len(scores)
+    scores = np.array(scores, dtype=np.float32)
+    mask = np.array(mask, dtype=np.uint8)
+    scale = np.array(scale[:n], dtype=np.float32)
+    prev, nxt = links(threads)
+    mu, sd = candidate_moments(scores, mask)
+    ids = np.flatnonzero(mask).astype(np.int64)
+    every = np.empty(len(ids))
+    context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), scale, mask, k,
+                 np.empty(k, dtype=np.int64), np.empty(k), every)
+    full = oracle_context(scores.astype(np.float64), mask, threads, betas)
+    own = (scores.astype(np.float64) - mu) / sd
+    np.testing.assert_allclose(every, [own[d] + scale[d] * (full[int(d)] - own[d]) for d in ids], atol=1e-6)

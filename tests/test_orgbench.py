@@ -1,0 +1,232 @@
+"""OrgBench, the seeded synthetic organizational-memory benchmark (``mempp.bench.orgbench``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from datetime import date, datetime, time
+from functools import lru_cache
+
+import pytest
+
+from mempp.bench import orgbench
+from mempp.bench.orgbench import CATEGORIES, generate, write
+
+CHANNELS = {"email", "chat", "meeting", "transcript", "ticket", "incident", "policy"}
+
+
+@lru_cache(maxsize=None)
+def _gen(n_docs: int, seed: int = 0, n_orgs: int = 1):
+    return generate(n_docs, seed, n_orgs)
+
+
+def _as_of_limit(as_of: str) -> datetime:
+    """FORMAT.md: a date without a time means the end of that day."""
+    if "T" in as_of:
+        return datetime.fromisoformat(as_of)
+    return datetime.combine(date.fromisoformat(as_of), time.max)
+
+
+def _digest(docs, questions) -> str:
+    h = hashlib.sha256()
+    for rec in docs + questions:
+        h.update(json.dumps(rec, sort_keys=True, ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ determinism
+def test_same_seed_same_output_and_different_seed_differs():
+    a = generate(600, seed=3, n_orgs=2)
+    b = generate(600, seed=3, n_orgs=2)
+    assert a == b
+    c = generate(600, seed=4, n_orgs=2)
+    assert _digest(*c) != _digest(*a)
+    assert [d["text"] for d in c[0]] != [d["text"] for d in a[0]]
+
+
+def test_output_does_not_depend_on_python_hash_salt():
+    code = ("import hashlib, json; from mempp.bench.orgbench import generate; d, q = generate(400, 5, 2); "
+            "h = hashlib.sha256();\nfor r in d + q: h.update(json.dumps(r, sort_keys=True).encode())\nprint(h.hexdigest())")
+    out = set()
+    for salt in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": salt}
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        out.add(res.stdout.strip())
+    assert len(out) == 1
+
+
+def test_write_is_byte_identical(tmp_path):
+    s1 = write(tmp_path / "a", 500, seed=1, n_orgs=1)
+    s2 = write(tmp_path / "b", 500, seed=1, n_orgs=1)
+    for name in ("docs.jsonl", "questions.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert s1["docs"] == s2["docs"] == 500
+
+
+# ------------------------------------------------------------------------------------------ FORMAT validity
+@pytest.mark.parametrize("n_docs,n_orgs", [(2000, 1), (2000, 2)])
+def test_format_validity(n_docs, n_orgs):
+    docs, questions = _gen(n_docs, 0, n_orgs)
+    ids = [d["id"] for d in docs]
+    assert len(ids) == len(set(ids))
+    scope_of = {d["id"]: d["scope"] for d in docs}
+    assert len({d["scope"] for d in docs}) == n_orgs
+    date_of = {}
+    for d in docs:
+        assert isinstance(d["text"], str) and d["text"].strip()
+        assert isinstance(d["author"], str) and isinstance(d["thread"], str)
+        assert d["channel"] in CHANNELS
+        assert "supersedes" not in d  # the engine would act on it; held-out data does not have it
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", d["date"]), d["date"]
+        date_of[d["id"]] = datetime.fromisoformat(d["date"])
+        if "revises" in d:
+            assert d["revises"] in scope_of and scope_of[d["revises"]] == d["scope"]
+            assert date_of[d["revises"]] <= date_of[d["id"]]
+    qids = [q["id"] for q in questions]
+    assert len(qids) == len(set(qids))
+    for q in questions:
+        assert q["category"] in CATEGORIES
+        assert isinstance(q["text"], str) and q["text"].endswith(("?", "."))
+        assert isinstance(q["answer"], str) and q["answer"]
+        assert q["evidence"], q
+        assert len(set(q["evidence"])) == len(q["evidence"])
+        limit = None
+        if q["as_of"] is not None:
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}:\d{2})?", q["as_of"]), q["as_of"]
+            limit = _as_of_limit(q["as_of"])
+        for e in q["evidence"]:
+            assert e in scope_of, e
+            assert scope_of[e] == q["scope"]
+            if limit is not None:
+                assert date_of[e] <= limit, (q["id"], e)
+    # ingest order is date order, except a small fraction of late-filed documents
+    for scope in {d["scope"] for d in docs}:
+        seq = [date_of[d["id"]] for d in docs if d["scope"] == scope]
+        back = sum(1 for a, b in zip(seq, seq[1:]) if b < a)
+        assert 0 < back < 0.05 * len(seq)
+
+
+def test_texts_are_unique_per_author():
+    # the engine treats identical text from the same author as a re-ingest of one document
+    docs, _ = _gen(5000)
+    keys = Counter((d["scope"], d["author"], " ".join(d["text"].split())) for d in docs)
+    assert max(keys.values()) == 1
+
+
+# ------------------------------------------------------------------------------------------ size and shape
+@pytest.mark.parametrize("n_docs,n_orgs", [(500, 1), (5000, 1), (5000, 3)])
+def test_size_control(n_docs, n_orgs):
+    docs, questions = _gen(n_docs, 0, n_orgs)
+    assert abs(len(docs) - n_docs) <= 0.05 * n_docs
+    assert abs(len(questions) - n_docs / 20) <= 0.25 * n_docs / 20 + 6
+
+
+@pytest.mark.parametrize("n_orgs", [1, 2])
+def test_all_categories_at_2000_docs(n_orgs):
+    _, questions = _gen(2000, 0, n_orgs)
+    counts = Counter(q["category"] for q in questions)
+    assert set(counts) == set(CATEGORIES)
+    assert min(counts.values()) >= 12, counts
+
+
+def test_channels_lengths_and_authors():
+    docs, _ = _gen(2000)
+    by = defaultdict(list)
+    for d in docs:
+        by[d["channel"]].append(d)
+    assert set(by) == CHANNELS
+    for d in by["chat"]:
+        assert 1 <= len(re.split(r"(?<=[.!?])\s+", d["text"].strip())) <= 3, d["text"]
+    for d in by["transcript"]:
+        n_words = len(d["text"].split())
+        assert 2000 <= n_words <= 6500
+        turns = d["text"].split("\n")[1:]
+        assert all(re.match(r"^[^:\n]{2,40}: ", t) for t in turns)
+    for d in by["meeting"]:
+        assert d["text"].count(".") >= 10
+    n10 = len({d["author"] for d in _gen(500)[0]})
+    assert 7 <= n10 <= 14
+    assert 15 <= len({d["author"] for d in docs}) <= 40
+
+
+def test_threads_group_related_documents():
+    docs, _ = _gen(2000)
+    threads = defaultdict(set)
+    for d in docs:
+        threads[d["thread"]].add(d["channel"])
+    assert any({"meeting", "transcript"} <= chans for chans in threads.values())
+    assert any(len(chans) >= 2 and "incident" in chans for chans in threads.values())
+    assert sum(1 for t, chans in threads.items() if t.startswith(("ENG-", "OPS-", "SUP-", "FIN-"))
+               and chans == {"ticket"}) > 10
+
+
+def test_roles_change_and_are_stated():
+    docs, _ = _gen(2000)
+    roles = defaultdict(set)
+    pat = re.compile(r"([A-Z][a-z]+ [A-Z][a-z]+) \(([^()]{3,60})\)")
+    for d in docs:
+        if d["channel"] == "meeting":
+            for name, role in pat.findall(d["text"].split("\n", 1)[0]):
+                roles[name].add(role)
+    assert sum(1 for r in roles.values() if len(r) >= 2) >= 2
+    assert any(("promot" in d["text"] or "moves" in d["text"]) for d in docs if d["channel"] in ("email", "chat"))
+
+
+def test_revisions_state_what_they_replace():
+    docs, questions = _gen(2000)
+    by_id = {d["id"]: d for d in docs}
+    sup = [q for q in questions if q["category"] == "supersession"]
+    assert sup
+    replaces = 0
+    for q in sup:
+        new = by_id[q["evidence"][0]]
+        if len(q["evidence"]) > 1:
+            old = by_id[q["evidence"][1]]
+            assert old["date"] < new["date"]
+            assert old["author"] != new["author"]
+        if re.search(r"replace|supersede|no longer applies|correction|corrected", new["text"], re.I):
+            replaces += 1
+    assert replaces >= 0.8 * len(sup)
+
+
+def test_as_of_questions_and_null_as_of():
+    _, questions = _gen(2000)
+    by_cat = defaultdict(list)
+    for q in questions:
+        by_cat[q["category"]].append(q)
+    assert all(q["as_of"] is not None for q in by_cat["bi_temporal"] + by_cat["audit_replay"])
+    assert all(q["as_of"] is None for q in by_cat["supersession"])
+    assert all(2 <= len(q["evidence"]) <= 4 for q in by_cat["justification_chain"])
+    assert all(len(q["evidence"]) >= 2 for q in by_cat["contradiction"])
+
+
+def test_rejects_too_small():
+    with pytest.raises(ValueError):
+        generate(10, 0, 1)
+
+
+# ------------------------------------------------------------------------------------------ CLI and evaluation
+def test_cli(tmp_path, capsys):
+    rc = orgbench.main(["--docs", "300", "--seed", "2", "--orgs", "2", "--out", str(tmp_path)])
+    assert rc == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("orgbench: 300 docs") and "\n" not in line
+    assert sum(1 for _ in open(tmp_path / "docs.jsonl")) == 300
+    assert sum(1 for _ in open(tmp_path / "questions.jsonl")) > 0
+
+
+def test_evaluate_smoke(tmp_path):
+    from mempp.bench.evaluate import EvalConfig, evaluate
+
+    write(tmp_path, 500, seed=0, n_orgs=1)
+    report = evaluate(tmp_path / "docs.jsonl", tmp_path / "questions.jsonl",
+                      EvalConfig(ks=(10,), embedder="hash", legs=("lexical",)), progress=False)
+    assert set(report["by_category"]) == set(CATEGORIES)
+    assert report["questions"] > 0
+    assert 0.0 <= report["overall"]["recall@10"] <= 1.0

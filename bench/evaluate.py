@@ -32,6 +32,7 @@ class EvalConfig:
     embedder: str = "minilm"
     context: tuple[float, ...] = ()
     context_length: float | None = None
+    context_mode: str = "sum"
     question_dates: bool = False
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
@@ -149,6 +150,7 @@ def evaluate(
                             legs=config.legs,
                             context=config.context,
                             context_length=config.context_length,
+                            context_mode=config.context_mode,
                             question_dates=config.question_dates,
                             embedding=None if vecs is None else vecs[j],
                         )

@@ -48,6 +48,7 @@ class QueryOptions:
     date_to: int | None = None
     context: tuple[float, ...] = ()  # thread-context weights for neighbours 1, 2, ... steps away
     context_length: float | None = None  # neighbours count fully for documents of at most this many terms
+    context_max: bool = False  # a neighbour lifts a document to betas[h] x its score, not by it (see kernels.context)
 
 
 def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
@@ -153,10 +154,11 @@ def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, op
         m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
         out_scores = np.empty(depth, dtype=np.float64)
         scale = context_scale(snap, opt)
-        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m))
+        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m), opt.context_max)
         if len(score_for):
             context_topk(
-                scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, scale, mask, 0, out_ids[:0], out_scores[:0], extra
+                scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, scale, mask, 0, out_ids[:0], out_scores[:0], extra,
+                opt.context_max,
             )
     else:
         out_scores = np.empty(depth, dtype=np.float32)
@@ -197,7 +199,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         out_ids = np.empty(depth, dtype=np.int64)
         got = context_topk(
             dense, mu, sigma, cands, len(cands), prev, nxt, np.asarray(opt.context, dtype=np.float64),
-            context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)),
+            context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
         )
         return out_ids[:got]
     heap = TopK(depth, dtype=np.float32)

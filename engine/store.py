@@ -443,7 +443,8 @@ class Store:
         )
 
     def _options(
-        self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=(), context_length=None
+        self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=(), context_length=None,
+        context_mode="sum",
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
@@ -478,6 +479,7 @@ class Store:
         return QueryOptions(
             context=ctx if any(ctx) else (),
             context_length=None if context_length is None else float(context_length),
+            context_max=_context_mode(context_mode),
             k=int(min(k, n)),
             as_of=_date_arg(as_of, "as_of", end_of_day=True),
             weights=w,
@@ -508,6 +510,7 @@ class Store:
         embedding: Any = None,
         context: Sequence[float] | None = (),
         context_length: float | None = None,
+        context_mode: str = "sum",
         question_dates: bool = False,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
@@ -518,7 +521,9 @@ class Store:
         ``context``: thread-context weights (e.g. ``(0.6, 0.3, 0.15)``): each document's lexical
         and vector scores are lifted by its thread neighbours' 1, 2, 3 steps away; empty = off.
         ``context_length``: neighbours count fully for documents of at most this many index
-        terms and proportionally less for longer ones (None: fully for all).
+        terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
+        ``"sum"`` adds the neighbours' weighted scores; ``"max"`` lifts a document only up to
+        its best neighbour's weighted score.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         """
@@ -531,7 +536,8 @@ class Store:
             if named is not None:
                 as_of, from_question = named, True
         opt = self._options(
-            k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length
+            k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
+            context_mode,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -654,6 +660,12 @@ class Store:
             "window_vectors": int(sum(len(e.window_rows) for e in snap.segments if e.window_rows is not None)),
             "bytes_on_disk": size,
         }
+
+
+def _context_mode(mode: Any) -> bool:
+    if mode not in ("sum", "max"):
+        raise ValidationError(f"expected 'sum' or 'max', got {mode!r}", field="context_mode")
+    return mode == "max"
 
 
 def _date_arg(value: Any, field: str, *, end_of_day: bool) -> int | None:

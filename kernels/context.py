@@ -103,10 +103,12 @@ def with_neighbours(ids, n_ids, prev, nxt, hops, mask, seen, out):
 
 
 @njit(cache=True, nogil=True)
-def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k, out_ids, out_scores, all_scores):
+def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k, out_ids, out_scores, all_scores, use_max=False):
     """Context scores of ``ids[:n_ids]`` into ``all_scores`` and their best ``k`` into ``out_*``; returns how many.
 
     ``scale[d]`` multiplies the neighbours' share of ``d``'s score (an empty ``scale`` means 1).
+    With ``use_max`` a document's score is ``max(z(d), betas[h] · z(neighbour))`` instead of the
+    sum: a neighbour of a strong hit rises to just below it, never above it.
     """
     inv = 1.0 / sigma
     scaled = scale.shape[0] > 0
@@ -115,7 +117,7 @@ def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k
     n = 0
     for j in range(n_ids):
         d = ids[j]
-        ctx = 0.0
+        ctx = -np.inf if use_max else 0.0
         p = d
         q = d
         for h in range(betas.shape[0]):
@@ -123,13 +125,20 @@ def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k
                 p = prev[p]
             if q >= 0:
                 q = nxt[q]
-            if p >= 0 and mask[p]:
-                ctx += betas[h] * (scores[p] - mu) * inv
-            if q >= 0 and mask[q]:
-                ctx += betas[h] * (scores[q] - mu) * inv
-        if scaled:
-            ctx *= scale[d]
-        acc = (scores[d] - mu) * inv + ctx
+            if use_max:
+                if p >= 0 and mask[p]:
+                    ctx = max(ctx, betas[h] * (scores[p] - mu) * inv)
+                if q >= 0 and mask[q]:
+                    ctx = max(ctx, betas[h] * (scores[q] - mu) * inv)
+            else:
+                if p >= 0 and mask[p]:
+                    ctx += betas[h] * (scores[p] - mu) * inv
+                if q >= 0 and mask[q]:
+                    ctx += betas[h] * (scores[q] - mu) * inv
+        if scaled and ctx != -np.inf:
+            ctx = ctx * scale[d] if scale[d] > 0 else (-np.inf if use_max else 0.0)
+        own = (scores[d] - mu) * inv
+        acc = max(own, ctx) if use_max else own + ctx
         all_scores[j] = acc
         n = heap_push(hs, hi, n, k, acc, d)
     return heap_sorted(hs, hi, n, out_scores, out_ids)

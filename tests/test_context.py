@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,3 +162,28 @@ def test_context_scale_multiplies_the_neighbours_share(c, scale):
     full = oracle_context(scores.astype(np.float64), mask, threads, betas)
     own = (scores.astype(np.float64) - mu) / sd
     np.testing.assert_allclose(every, [own[d] + scale[d] * (full[int(d)] - own[d]) for d in ids], atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case)
+def test_context_max_mode(c):
+    scores, mask, threads, betas, k = c
+    scores = np.array(scores, dtype=np.float32)
+    mask = np.array(mask, dtype=np.uint8)
+    prev, nxt = links(threads)
+    mu, sd = candidate_moments(scores, mask)
+    ids = np.flatnonzero(mask).astype(np.int64)
+    every = np.empty(len(ids))
+    context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), np.zeros(0, np.float32), mask, k,
+                 np.empty(k, dtype=np.int64), np.empty(k), every, True)
+    z = (scores.astype(np.float64) - mu) / sd
+    for j, d in enumerate(ids):
+        best = z[d]
+        p = q = int(d)
+        for b in betas:
+            p = prev[p] if p >= 0 else -1
+            q = nxt[q] if q >= 0 else -1
+            for x in (p, q):
+                if x >= 0 and mask[x]:
+                    best = max(best, b * z[x])
+        assert every[j] == pytest.approx(best, abs=1e-9)

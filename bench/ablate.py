@@ -59,28 +59,28 @@ class CachingEmbedder:
         return np.vstack(vecs), np.concatenate(owner)
 
 
-CONTEXT = (0.6, 0.3, 0.15)
-
 # name -> preset and overrides. "default" is what Store.query does with no arguments.
 ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "default": ("default", {}),
-    "paper (reference recipe)": ("paper", {}),
+    "paper (reference recipe: 1,1,4, depth 50)": ("paper", {}),
     "paper, vector leg off": ("paper", {"legs": ("lexical", "tag")}),
     "paper, lexical leg off": ("paper", {"legs": ("tag", "vector")}),
     "paper, tag leg off": ("paper", {"legs": ("lexical", "vector")}),
     "paper, reserve off": ("paper", {"reserve": False}),
+    "paper-locomo (1,1,2, depth 200)": ("paper-locomo", {}),
     "default, vector leg off": ("default", {"legs": ("lexical", "tag")}),
     "default, lexical leg off": ("default", {"legs": ("tag", "vector")}),
     "default, tag leg off": ("default", {"legs": ("lexical", "vector")}),
     "default, reserve off": ("default", {"reserve": False}),
-    "default, no stemming": ("default", {"stem": False}),
-    "default, windows off": ("default", {"window_stride": None}),
-    "default, windows every 192 tokens": ("default", {"window_stride": 192}),
     "default, thread context off": ("default", {"context": ()}),
-    f"default, thread context {CONTEXT}": ("default", {"context": CONTEXT, "context_length": None}),
+    "default, thread context summed (0.6,0.3,0.15)": ("default", {"context": (0.6, 0.3, 0.15), "context_mode": "sum"}),
+    "default, no stemming": ("default", {"stem": False}),
     "default, weights 1,1,4": ("default", {"weights": (1.0, 1.0, 4.0)}),
+    "default, weights 1,1,1": ("default", {"weights": (1.0, 1.0, 1.0)}),
+    "default, depth 100": ("default", {"depth": 100}),
     "default, author in embedding": ("default", {"embed_template": "{author}: {text}"}),
     "default, question dates": ("default", {"question_dates": True}),
+    "default, windows every 192 tokens": ("default", {"window_stride": 192}),
     "BM25 alone": ("default", {"legs": ("lexical",), "reserve": False, "context": ()}),
 }
 

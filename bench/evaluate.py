@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import mempp
+from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
 from mempp.jsonl import read_jsonl
 from mempp.progress import ProgressBar
 
@@ -25,14 +26,14 @@ from mempp.progress import ProgressBar
 @dataclass(frozen=True)
 class EvalConfig:
     ks: tuple[int, ...] = (10, 50)
-    weights: tuple[float, float, float] = (1.0, 1.0, 4.0)
-    depth: int = 50
+    weights: tuple[float, float, float] = DEFAULT_WEIGHTS
+    depth: int = DEFAULT_DEPTH
     reserve: bool = True
     legs: tuple[str, ...] | None = None
     embedder: str = "minilm"
-    context: tuple[float, ...] = ()
+    context: tuple[float, ...] = DEFAULT_CONTEXT
     context_length: float | None = None
-    context_mode: str = "sum"
+    context_mode: str = DEFAULT_CONTEXT_MODE
     question_dates: bool = False
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
@@ -43,6 +44,8 @@ class EvalConfig:
 # ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None),
+    # LoCoMo settings of the paper: weights 1,1,2 and 200 candidates per leg
+    "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None),
 }
 
 
@@ -192,7 +195,7 @@ def format_report(report: dict[str, Any]) -> str:
     cfg = report["config"]
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"context={cfg['context'] or 'off'} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"

@@ -10,6 +10,7 @@ import json
 import sys
 from typing import Sequence
 
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
@@ -49,11 +50,13 @@ def _embedder(name: str):
 def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
     d = (lambda v: v) if defaults else (lambda v: None)
-    p.add_argument("--weights", type=_weights, default=d((1.0, 1.0, 4.0)), help="lexical,tag,vector fusion weights (default 1,1,4)")
-    p.add_argument("--depth", type=int, default=d(50), help="candidates per leg (default 50)")
+    p.add_argument("--weights", type=_weights, default=d(DEFAULT_WEIGHTS), help="lexical,tag,vector fusion weights (default 2,1,1)")
+    p.add_argument("--depth", type=int, default=d(DEFAULT_DEPTH), help="candidates per leg (default 50)")
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
-    p.add_argument("--context", type=_floats, default=d(()), help="thread-context weights, e.g. 0.6,0.3,0.15 (default off)")
+    p.add_argument("--context", type=_floats, default=d(DEFAULT_CONTEXT),
+                   help="thread-context weights for neighbours 1,2,3 steps away (default 0.8,0.6,0.4; 0 turns it off)")
+    p.add_argument("--context-mode", choices=("max", "sum"), default=d(DEFAULT_CONTEXT_MODE), help="how neighbours lift a document")
     p.add_argument("--context-length", type=float, default=None,
                    help="thread context counts fully for documents of at most this many terms, less for longer ones")
     p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
@@ -98,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--preset", default="default", help="settings to start from: default, or paper (the reference's)")
+    p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
     p.add_argument("--embed-template", default=None, help='index time: what to embed, e.g. "{author}: {text}"')
     p.add_argument("--window-stride", type=int, default=None, help="index time: window vectors every N tokens for long documents")
@@ -173,6 +176,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             legs=args.legs,
             context=args.context,
             context_length=args.context_length,
+            context_mode=args.context_mode,
             question_dates=args.question_dates,
         )
     if args.json:
@@ -226,7 +230,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValidationError("must be >= 1", field="--k")
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
-        legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, question_dates=args.question_dates, stem=args.stem,
+        legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

@@ -10,6 +10,14 @@ from .errors import ValidationError
 
 TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
 
+# Query defaults, chosen by measurement (README, "Retrieval quality"): on LoCoMo and on our
+# organizational benchmark both, lexical-heavy fusion with thread context ("max" mode) beats
+# the paper's weights 1,1,4 (`mempp eval --preset paper` keeps those).
+DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector
+DEFAULT_DEPTH = 50
+DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
+DEFAULT_CONTEXT_MODE = "max"
+
 
 @dataclass(frozen=True)
 class IndexConfig:

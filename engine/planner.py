@@ -38,7 +38,7 @@ B = 0.75
 class QueryOptions:
     k: int = 10
     as_of: int | None = None  # µs UTC, end of day already applied
-    weights: tuple[float, float, float] = (1.0, 1.0, 4.0)  # lexical, tag, vector
+    weights: tuple[float, float, float] = (2.0, 1.0, 1.0)  # lexical, tag, vector
     depth: int = 50
     reserve: bool = True
     authors: tuple[str, ...] | None = None

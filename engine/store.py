@@ -27,7 +27,7 @@ from mempp.storage import (
     read_manifest,
 )
 
-from .config import IndexConfig
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
@@ -503,27 +503,28 @@ class Store:
         channels: Sequence[str] | str | None = None,
         date_from: Any = None,
         date_to: Any = None,
-        weights: Sequence[float] | dict[str, float] = (1, 1, 4),
-        depth: int = 50,
+        weights: Sequence[float] | dict[str, float] = DEFAULT_WEIGHTS,
+        depth: int = DEFAULT_DEPTH,
         reserve: bool = True,
         legs: Iterable[str] | None = None,
         embedding: Any = None,
-        context: Sequence[float] | None = (),
+        context: Sequence[float] | None = DEFAULT_CONTEXT,
         context_length: float | None = None,
-        context_mode: str = "sum",
+        context_mode: str = DEFAULT_CONTEXT_MODE,
         question_dates: bool = False,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
         ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
-        ``weights``: (lexical, tag, vector) or a dict; a weight of 0 (or a leg left out of
-        ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
-        ``context``: thread-context weights (e.g. ``(0.6, 0.3, 0.15)``): each document's lexical
-        and vector scores are lifted by its thread neighbours' 1, 2, 3 steps away; empty = off.
+        ``weights``: (lexical, tag, vector) or a dict (default 2, 1, 1; the paper's is 1, 1, 4);
+        a weight of 0 (or a leg left out of ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        ``context``: thread-context weights for neighbours 1, 2, 3 steps away in the document's
+        thread (default ``(0.8, 0.6, 0.4)``; ``()`` turns it off), applied to the lexical and
+        vector legs' z-scored scores.
         ``context_length``: neighbours count fully for documents of at most this many index
         terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
-        ``"sum"`` adds the neighbours' weighted scores; ``"max"`` lifts a document only up to
-        its best neighbour's weighted score.
+        ``"max"`` (default) lifts a document only up to its best neighbour's weighted score;
+        ``"sum"`` adds the neighbours' weighted scores.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         """

@@ -154,7 +154,9 @@ def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, op
         m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
         out_scores = np.empty(depth, dtype=np.float64)
         scale = context_scale(snap, opt)
-        got = context_topk(scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m), opt.context_max)
+        got = context_topk(
+            scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m), opt.context_max
+        )
         if len(score_for):
             context_topk(
                 scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, scale, mask, 0, out_ids[:0], out_scores[:0], extra,

@@ -27,7 +27,7 @@ def masked_dot_dense(emb, query, mask, base, out):
     for row in range(emb.shape[0]):
         g = base + row
         if mask[g]:
-            acc = 0.0
+            acc = np.float32(0.0)  # float32 accumulator: vectorized; float64 halves the speed
             for j in range(d):
                 acc += emb[row, j] * query[j]
             out[g] = acc
@@ -151,7 +151,7 @@ def masked_dot_max(emb, rows, query, mask, base, out):
     for i in range(emb.shape[0]):
         g = base + rows[i]
         if mask[g]:
-            acc = 0.0
+            acc = np.float32(0.0)  # float32 accumulator: vectorized; float64 halves the speed
             for j in range(d):
                 acc += emb[i, j] * query[j]
             if acc > out[g]:

@@ -74,9 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    p = sub.add_parser("query", help="ask a store a question")
+    p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
     p.add_argument("store")
-    p.add_argument("text")
+    p.add_argument("text", nargs="?", default=None)
+    p.add_argument("--batch", default=None, metavar="FILE",
+                   help='JSON Lines of {"text", "as_of"?, "id"?}: answer them all (one row per hit)')
+    p.add_argument("--out", default=None, help="with --batch: write an Arrow IPC file here instead of JSON Lines to stdout")
     p.add_argument("--as-of", default=None, help="ISO date or datetime: answer as the record stood then")
     p.add_argument("--author", action="append", default=None, help="only documents by this author (repeatable)")
     p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")
@@ -158,26 +161,65 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query_kwargs(args: argparse.Namespace) -> dict:
+    return dict(
+        authors=args.author,
+        threads=args.thread,
+        channels=args.channel,
+        weights=args.weights,
+        depth=args.depth,
+        reserve=not args.no_reserve,
+        legs=args.legs,
+        context=args.context,
+        context_length=args.context_length,
+        context_mode=args.context_mode,
+        question_dates=args.question_dates,
+    )
+
+
+def cmd_query_batch(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from .jsonl import read_jsonl
+    from .progress import ProgressBar
+    from .store import Store
+
+    texts, as_ofs, ids = [], [], []
+    for lineno, obj in read_jsonl(args.batch):
+        if not isinstance(obj.get("text"), str):
+            raise ValidationError(f"{args.batch}:{lineno}: expected a string", field="text")
+        texts.append(obj["text"])
+        as_ofs.append(obj.get("as_of", args.as_of))
+        ids.append(str(obj.get("id", len(ids))))
+    with Store.open(args.store, read_only=True) as store, ProgressBar(len(texts), "query", unit="queries") as bar:
+        table = store.query_batch(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args))
+    table = table.add_column(1, "query_id", pa.array([ids[i] for i in table.column("query").to_pylist()], pa.string()))
+    if args.out:
+        with pa.OSFile(args.out, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        print(f"{args.out}: {table.num_rows} rows for {len(texts)} queries")
+    else:
+        for row in table.to_pylist():
+            print(json.dumps(row, ensure_ascii=False))
+    return 0
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from .evidence import evidence_header
     from .store import Store
 
+    if args.batch is not None:
+        if args.text is not None:
+            raise ValidationError("give a question or --batch FILE, not both", field="text")
+        return cmd_query_batch(args)
+    if args.text is None:
+        raise ValidationError("a question is needed (or --batch FILE)", field="text")
     with Store.open(args.store, read_only=True) as store:
         hits = store.query(
             args.text,
             as_of=args.as_of,
             k=args.k,
-            authors=args.author,
-            threads=args.thread,
-            channels=args.channel,
-            weights=args.weights,
-            depth=args.depth,
-            reserve=not args.no_reserve,
-            legs=args.legs,
-            context=args.context,
-            context_length=args.context_length,
-            context_mode=args.context_mode,
-            question_dates=args.question_dates,
+            **_query_kwargs(args),
         )
     if args.json:
         print(hits.to_json())

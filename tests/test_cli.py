@@ -107,3 +107,22 @@ def test_every_command_is_documented_in_the_readme():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for name in COMMANDS:
         assert f"mempp {name}" in readme, name
+
+
+def test_query_batch_file(tmp_path, corpus):
+    import pyarrow as pa
+
+    store = tmp_path / "s"
+    mempp("add", str(store), str(corpus), "--embedder", "hash", "--quiet")
+    batch = tmp_path / "q.jsonl"
+    batch.write_text(json.dumps({"id": "a", "text": "uptime SLA"}) + "\n" + json.dumps({"id": "b", "text": "uptime SLA", "as_of": "2023-03-01"}) + "\n")
+    rows = [json.loads(x) for x in mempp("query", str(store), "--batch", str(batch), "--k", "2").stdout.splitlines()]
+    assert [(r["query_id"], r["rank"]) for r in rows] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    single = json.loads(mempp("query", str(store), "uptime SLA", "--json", "--k", "2", "--as-of", "2023-03-01").stdout)
+    assert [r["key"] for r in rows if r["query_id"] == "b"] == [h["key"] for h in single["hits"]]
+    out = tmp_path / "hits.arrow"
+    assert "4 rows for 2 queries" in mempp("query", str(store), "--batch", str(batch), "--k", "2", "--out", str(out)).stdout
+    table = pa.ipc.open_file(str(out)).read_all()
+    assert table.num_rows == 4 and "rank_lexical" in table.column_names
+    proc = mempp("query", str(store), check=False)
+    assert proc.returncode == 1 and "question is needed" in proc.stderr

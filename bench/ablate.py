@@ -27,7 +27,7 @@ class CachingEmbedder:
         self.inner = inner
         self.dim, self.model_id, self.max_tokens = inner.dim, inner.model_id, inner.max_tokens
         self._vec: dict[bytes, np.ndarray] = {}
-        self._win: dict[tuple[bytes, int], tuple[np.ndarray, int]] = {}
+        self._win: dict[tuple[bytes, int], np.ndarray] = {}  # (text, stride) -> its window vectors
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -50,10 +50,9 @@ class CachingEmbedder:
         if todo:
             vecs, owner = self.inner.embed_windows([texts[i] for i in todo], stride, batch_size=batch_size)
             for j, i in enumerate(todo):
-                self._win[keys[i]] = (vecs[owner == j], 0)
-        parts = [(self._win[k][0], i) for i, k in enumerate(keys)]
-        vecs = [v for v, _ in parts if len(v)]
-        owner = [np.full(len(v), i, dtype=np.int64) for v, i in parts if len(v)]
+                self._win[keys[i]] = vecs[owner == j]
+        vecs = [self._win[k] for k in keys if len(self._win[k])]
+        owner = [np.full(len(self._win[k]), i, dtype=np.int64) for i, k in enumerate(keys) if len(self._win[k])]
         if not vecs:
             return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
         return np.vstack(vecs), np.concatenate(owner)

@@ -188,8 +188,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     pass); otherwise a heap keeps the best ``depth`` during the scan.
     """
     depth = opt.depth
-    windows = any(e.window_rows is not None for e in snap.segments)
-    if opt.context or windows:
+    if opt.context or snap.has_windows:
         dense = np.zeros(snap.n_docs, dtype=np.float32)
         for entry in snap.segments:
             masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
@@ -250,7 +249,7 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         for leg in LEGS
     }
     legs["vector"]["method"] = "exact masked scan" + (
-        " (best window)" if any(e.window_rows is not None for e in snap.segments) else ""
+        " (best window)" if snap.has_windows else ""
     )
     if opt.context:
         for leg in ("lexical", "vector"):

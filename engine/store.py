@@ -443,8 +443,8 @@ class Store:
         )
 
     def _options(
-        self, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context=(), context_length=None,
-        context_mode="sum",
+        self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
+        context_mode,
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
@@ -473,7 +473,9 @@ class Store:
             raise ValidationError(f"expected a list of numbers, got {context!r}", field="context") from None
         if len(ctx) > 8 or not all(math.isfinite(x) and x >= 0 for x in ctx):
             raise ValidationError(f"expected at most 8 finite numbers >= 0, got {context!r}", field="context")
-        if context_length is not None and not (isinstance(context_length, (int, float)) and context_length > 0):
+        if context_length is not None and (
+            isinstance(context_length, bool) or not isinstance(context_length, (int, float)) or not context_length > 0
+        ):
             raise ValidationError(f"expected a number > 0 or None, got {context_length!r}", field="context_length")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
@@ -537,8 +539,9 @@ class Store:
             if named is not None:
                 as_of, from_question = named, True
         opt = self._options(
-            k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
-            context_mode,
+            k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
+            channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
+            context_mode=context_mode,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:

@@ -171,6 +171,11 @@ class Snapshot:
         return links
 
     @property
+    def has_windows(self) -> bool:
+        """Whether any segment carries window vectors for long documents."""
+        return any(e.window_rows is not None for e in self.segments)
+
+    @property
     def lengths(self) -> np.ndarray:
         """float32 BM25 length (number of index terms) of every document (cached)."""
         out = getattr(self, "_lengths", None)

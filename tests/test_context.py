@@ -61,20 +61,30 @@ case = st.integers(2, 40).flatmap(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(case)
-def test_context_topk_matches_oracle(c):
+def run_kernel(c, scale=None, use_max=False):
+    """Run ``context_topk`` on a hypothesis case; returns (got, best ids, best scores, every score, ids, oracle)."""
     scores, mask, threads, betas, k = c
     scores = np.array(scores, dtype=np.float32)
     mask = np.array(mask, dtype=np.uint8)
+    scale = np.zeros(0, np.float32) if scale is None else np.array(scale[: len(scores)], dtype=np.float32)
     prev, nxt = links(threads)
     mu, sd = candidate_moments(scores, mask)
     ids = np.flatnonzero(mask).astype(np.int64)
     out_ids = np.empty(k, dtype=np.int64)
     out_s = np.empty(k)
     every = np.empty(len(ids))
-    got = context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), np.zeros(0, np.float32), mask, k, out_ids, out_s, every)
-    want = oracle_context(scores.astype(np.float64), mask, threads, betas)
+    got = context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), scale, mask, k, out_ids, out_s, every, use_max)
+    want = oracle_context(
+        scores.astype(np.float64), mask, threads, betas, scale=scale if len(scale) else None, use_max=use_max
+    )
+    return got, out_ids, out_s, every, ids, want
+
+
+@settings(max_examples=60, deadline=None)
+@given(case)
+def test_context_topk_matches_oracle(c):
+    k = c[4]
+    got, out_ids, out_s, every, ids, want = run_kernel(c)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)
     expect = sorted(want, key=lambda d: (-round(want[d], 9), -d))[:k]
     assert got == len(expect)
@@ -149,32 +159,12 @@ def test_context_lifts_the_neighbour_of_a_strong_hit(tmp_path):
 @settings(max_examples=40, deadline=None)
 @given(case, st.lists(st.floats(0, 1), min_size=40, max_size=40))
 def test_context_scale_multiplies_the_neighbours_share(c, scale):
-    scores, mask, threads, betas, k = c
-    n = len(scores)
-    scores = np.array(scores, dtype=np.float32)
-    mask = np.array(mask, dtype=np.uint8)
-    scale = np.array(scale[:n], dtype=np.float32)
-    prev, nxt = links(threads)
-    mu, sd = candidate_moments(scores, mask)
-    ids = np.flatnonzero(mask).astype(np.int64)
-    every = np.empty(len(ids))
-    context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), scale, mask, k,
-                 np.empty(k, dtype=np.int64), np.empty(k), every)
-    want = oracle_context(scores.astype(np.float64), mask, threads, betas, scale=scale)
+    _, _, _, every, ids, want = run_kernel(c, scale=scale)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-6)
 
 
 @settings(max_examples=40, deadline=None)
 @given(case)
 def test_context_max_mode(c):
-    scores, mask, threads, betas, k = c
-    scores = np.array(scores, dtype=np.float32)
-    mask = np.array(mask, dtype=np.uint8)
-    prev, nxt = links(threads)
-    mu, sd = candidate_moments(scores, mask)
-    ids = np.flatnonzero(mask).astype(np.int64)
-    every = np.empty(len(ids))
-    context_topk(scores, mu, sd, ids, len(ids), prev, nxt, np.array(betas), np.zeros(0, np.float32), mask, k,
-                 np.empty(k, dtype=np.int64), np.empty(k), every, True)
-    want = oracle_context(scores.astype(np.float64), mask, threads, betas, use_max=True)
+    _, _, _, every, ids, want = run_kernel(c, use_max=True)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)

@@ -17,6 +17,7 @@ from .errors import (
     MemppError,
     StoreError,
     StoreLockedError,
+    StoreWriteError,
     ValidationError,
 )
 from .evidence import format_evidence
@@ -44,6 +45,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLockedError",
+    "StoreWriteError",
     "ValidationError",
     "format_evidence",
 ]

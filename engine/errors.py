@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mempp.storage.errors import CorruptStoreError, MemppError, StoreError, StoreLockedError
+from mempp.storage.errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreWriteError
 
 
 class ValidationError(MemppError, ValueError):

@@ -18,7 +18,9 @@ from mempp.storage import (
     CommitBatch,
     Snapshot,
     StoreError,
+    StoreWriteError,
     WriterLock,
+    clean_strays,
     commit,
     list_versions,
     new_manifest,
@@ -31,6 +33,8 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
+from mempp.storage.fsutil import fsync_dir
+
 from .ingest import Row, check_vector, prepare
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, run
@@ -60,6 +64,8 @@ class Store:
         self._analyzer = snapshot.analyzer or analyzer
         self._lock = WriterLock(path)
         self._closed = False
+        self._broken: str | None = None
+        self._on_corrupt = "raise"  # set when an fsync failed: no more writes until reopened
         self._matcher: tuple[int, NameMatcher] | None = None
         # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprint -> (doc id, key).
         self._keys: dict[str, list[int]] = {}
@@ -86,17 +92,25 @@ class Store:
         version: int | None = None,
         analyzer: Analyzer | None = None,
         index: IndexConfig | None = None,
+        on_corrupt: str = "raise",
     ) -> "Store":
         """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
 
         ``embedder``: defaults to the model the store was built with (all-MiniLM-L6-v2 for a new
         store), loaded on first use. ``version``: open that committed version, read-only.
+        Every file is checked against the sha256 its manifest records before it is read.
+        ``on_corrupt``: ``"raise"`` (default) raises :class:`CorruptStoreError` naming a damaged
+        segment; ``"skip"`` leaves it out (its documents are never returned), keeps the rest
+        readable and lists it in ``stats()["skipped"]``. Damaged postings are rebuilt from the
+        segment text either way (``stats()["rebuilt"]``). A damaged ``CURRENT``, manifest or
+        term dictionary always raises; there is no silent fall back to an older version.
         """
         path = Path(path)
         if not path.exists():
             if read_only or version is not None or not create:
                 raise StoreError(f"{path}: no such store")
             path.mkdir(parents=True)
+            fsync_dir(path.parent)  # the store's own directory entry survives a power loss
         elif not path.is_dir():
             raise StoreError(f"{path}: not a directory")
         if version is not None:
@@ -111,14 +125,16 @@ class Store:
             raise StoreError(f"{path}: store was indexed with analyzer {manifest['analyzer']}, not {analyzer.to_json()}")
         if manifest is not None and index is not None and IndexConfig.from_json(manifest.get("index")) != index:
             raise StoreError(f"{path}: store was indexed with {manifest.get('index')}, not {index.to_json()}")
-        return cls(path, Snapshot(path, manifest), embedder, read_only, want, index or IndexConfig())
+        store = cls(path, Snapshot(path, manifest, on_corrupt=on_corrupt), embedder, read_only, want, index or IndexConfig())
+        store._on_corrupt = on_corrupt
+        return store
 
     def refresh(self) -> int:
         """Move to the newest committed version (others' commits become visible); returns it."""
         self._check_open()
         manifest = read_current(self.path)
         if manifest is not None and int(manifest["version"]) != self._snap.version:
-            self._snap = Snapshot(self.path, manifest, previous=self._snap)
+            self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
         return self._snap.version
 
     def close(self) -> None:
@@ -274,19 +290,31 @@ class Store:
         self._check_open()
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
+        if self._broken is not None:
+            raise StoreWriteError(f"{self.path}: writes refused after a failed fsync ({self._broken}); reopen the store", broken=True)
+        if self._snap.skipped:
+            raise StoreError(f"{self.path}: opened with damaged files skipped ({', '.join(self._snap.skipped)}); read-only")
 
     def _begin_write(self) -> None:
         """Take the writer lock and build on the newest committed version."""
+        first = not self._lock.held
         self._lock.acquire()
         self.refresh()
+        if first:  # the new writer removes what a crashed or failed commit left behind
+            clean_strays(self.path, self._snap.manifest or None)
         self._index_keys()
 
     def _commit(self, batch: CommitBatch) -> None:
         previous = self._snap.manifest or new_manifest(
             self.dim, self._embedder_info, self._analyzer.to_json(), self.index.to_json()
         )
-        manifest = commit(self.path, previous, batch)
-        self._snap = Snapshot(self.path, manifest, previous=self._snap)
+        try:
+            manifest = commit(self.path, previous, batch)
+        except StoreWriteError as exc:
+            if exc.broken:
+                self._broken = str(exc)
+            raise
+        self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
         self._index_keys()
 
     def _build_batch(self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress) -> CommitBatch:
@@ -663,6 +691,8 @@ class Store:
             "index": self.index.to_json(),
             "window_vectors": int(sum(len(e.window_rows) for e in snap.segments if e.window_rows is not None)),
             "bytes_on_disk": size,
+            "skipped": list(snap.skipped),
+            "rebuilt": list(snap.rebuilt),
         }
 
 

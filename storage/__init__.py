@@ -4,12 +4,12 @@ Imports only ``mempp.kernels`` (for index building), numpy, pyarrow and pyroarin
 """
 
 from .analyzer import Analyzer
-from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError
+from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreWriteError
 from .lock import WriterLock
 from .manifest import list_versions, read_current, read_manifest
 from .segment import NAT
 from .snapshot import FOREVER, Snapshot
-from .writer import CommitBatch, commit, new_manifest, now_us
+from .writer import CommitBatch, clean_strays, commit, new_manifest, now_us
 
 __all__ = [
     "Analyzer",
@@ -21,7 +21,9 @@ __all__ = [
     "Snapshot",
     "StoreError",
     "StoreLockedError",
+    "StoreWriteError",
     "WriterLock",
+    "clean_strays",
     "commit",
     "list_versions",
     "new_manifest",

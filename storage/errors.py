@@ -22,3 +22,18 @@ class CorruptStoreError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another writer holds the store's write lock."""
+
+
+class StoreWriteError(StoreError):
+    """A commit failed on an I/O error (disk full, EIO, failed fsync); nothing was acknowledged.
+
+    ``errno`` is the operating system's error number. After a failed fsync the
+    writer refuses further writes (``broken``) until the store is reopened: the
+    kernel may have dropped the unsynced pages, and retrying fsync would report
+    success for data that is gone.
+    """
+
+    def __init__(self, message: str, errno: int | None = None, broken: bool = False) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.broken = broken

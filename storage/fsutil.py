@@ -1,49 +1,164 @@
-"""Durable file primitives: write-then-fsync, atomic replace, directory fsync, checksums.
+"""Durable file primitives: every write the store makes goes through this module.
 
 Every file the store publishes is written once under its final, never-reused
 name (or under a temporary name then renamed, for the pointer files) and
 fsynced before the manifest that names it is published.
+
+Testing hooks (they cost one global read per operation when unset):
+
+- ``set_io_hook(hook)``: ``hook(op, path, data=None, dst=None)`` is called before
+  each operation (``create``, ``write``, ``fsync``, ``rename``, ``fsync_dir``,
+  ``unlink``, ``mkdir``). It may raise (an injected ``OSError``, a simulated
+  crash) or return ``SKIP`` to leave an ``fsync``/``fsync_dir`` out (to show
+  that a test catches a missing fsync). Tests use it for "the Nth operation
+  fails" and for simulated power loss (``tests/powerloss.py``).
+- ``failpoint(name)``: called at each named step of a commit. With the
+  environment variable ``MEMPP_FAILPOINT=name`` (or ``name:raise``,
+  ``name:exit``, ``name:kill``) the process raises ``FailpointError``, leaves
+  with ``os._exit(77)``, or SIGKILLs itself at that step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
 from pathlib import Path
+from typing import Callable
 
 CHUNK = 1 << 20
+SKIP = "skip"
+
+# Named steps of a commit, in order (storage/writer.py and manifest.py call failpoint() at each).
+COMMIT_STEPS = (
+    "before_commit",
+    "after_docs_fsync",
+    "after_post_fsync",
+    "after_terms_fsync",
+    "after_win_fsync",
+    "after_dict_fsync",
+    "after_sup_fsync",
+    "after_manifest_fsync",
+    "after_manifests_dir_fsync",
+    "after_segments_dir_fsync",
+    "after_current_tmp_fsync",
+    "after_current_rename",
+    "after_store_dir_fsync",
+)
+
+_hook: Callable[..., object] | None = None
+
+
+class FailpointError(OSError):
+    """Raised by an armed failpoint (``MEMPP_FAILPOINT=name:raise``)."""
+
+
+class FsyncError(OSError):
+    """An fsync failed: what the kernel holds of the file is unknown, so the writer must stop (never retry)."""
+
+
+def _fsync(fd: int, path: Path, op: str) -> None:
+    try:
+        if _hook is not None and _call(op, path) == SKIP:
+            return
+        os.fsync(fd)
+    except FsyncError:
+        raise
+    except OSError as exc:
+        raise FsyncError(exc.errno, f"{op} {path}: {exc.strerror}") from exc
+
+
+def set_io_hook(hook: Callable[..., object] | None) -> Callable[..., object] | None:
+    """Install (or with None remove) the I/O hook; returns the previous one."""
+    global _hook
+    old, _hook = _hook, hook
+    return old
+
+
+def failpoint(name: str) -> None:
+    spec = os.environ.get("MEMPP_FAILPOINT")
+    if not spec:
+        return
+    target, _, action = spec.partition(":")
+    if target != name:
+        return
+    if action == "exit":
+        os._exit(77)
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise FailpointError(f"failpoint {name}")
+
+
+def _call(op: str, path: Path, **kw: object) -> object:
+    h = _hook
+    return h(op, Path(path), **kw) if h is not None else None
 
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        _fsync(fd, path, "fsync_dir")
     finally:
         os.close(fd)
+
+
+def mkdir(path: Path) -> None:
+    """Create directory ``path`` if missing (its entry is durable once the parent is fsynced)."""
+    if path.is_dir():
+        return
+    if _hook is not None:
+        _call("mkdir", path)
+    os.mkdir(path)
+
+
+def unlink(path: Path) -> None:
+    """Remove ``path`` if it exists."""
+    if _hook is not None:
+        if not (path.exists() or path.is_symlink()):
+            return
+        _call("unlink", path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def replace(src: Path, dst: Path) -> None:
+    if _hook is not None:
+        _call("rename", src, dst=Path(dst))
+    os.replace(src, dst)
 
 
 def write_new_file(path: Path, data: bytes | memoryview) -> None:
     """Create ``path`` (it must not exist), write ``data`` and fsync it."""
+    if _hook is not None:
+        _call("create", path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     try:
         view = memoryview(data)
+        if _hook is not None:
+            _call("write", path, data=bytes(view))
         while view:
             n = os.write(fd, view)
             view = view[n:]
-        os.fsync(fd)
+        _fsync(fd, path, "fsync")
     finally:
         os.close(fd)
 
 
-def atomic_replace(path: Path, data: bytes) -> None:
-    """Publish ``data`` at ``path`` atomically: temp file, fsync, rename, fsync the directory."""
+def atomic_replace(path: Path, data: bytes, step: str = "") -> None:
+    """Publish ``data`` at ``path`` atomically: temp file, fsync, rename, fsync the directory.
+
+    ``step`` names the failpoints (``after_<step>_tmp_fsync``, ``after_<step>_rename``).
+    """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
+    unlink(tmp)
     write_new_file(tmp, data)
-    os.replace(tmp, path)
+    if step:
+        failpoint(f"after_{step}_tmp_fsync")
+    replace(tmp, path)
+    if step:
+        failpoint(f"after_{step}_rename")
     fsync_dir(path.parent)
 
 
@@ -52,11 +167,14 @@ def sha256_bytes(data: bytes | memoryview) -> str:
 
 
 def sha256_file(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks (hashlib releases the GIL: hash files in threads)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
         while True:
-            block = f.read(CHUNK)
-            if not block:
+            n = f.readinto(buf)
+            if not n:
                 break
-            h.update(block)
+            h.update(view[:n])
     return h.hexdigest()

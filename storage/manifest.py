@@ -9,11 +9,12 @@ reader can tell a damaged file from data.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CorruptStoreError, StoreError
-from .fsutil import atomic_replace, fsync_dir, sha256_bytes, write_new_file
+from .fsutil import atomic_replace, failpoint, fsync_dir, sha256_bytes, unlink, write_new_file
 
 FORMAT = 1
 CURRENT = "CURRENT"
@@ -38,9 +39,8 @@ class FileRef:
 def write_file(store: Path, name: str, data: bytes) -> FileRef:
     """Write a new immutable store file (fsynced) and return its reference."""
     path = store / name
-    if path.exists() or path.is_symlink():
-        # Left by a commit that crashed before publishing: nothing references it.
-        path.unlink()
+    # A file of this name can only be left by a commit that failed before publishing: nothing references it.
+    unlink(path)
     write_new_file(path, data)
     return FileRef(name, len(data), sha256_bytes(data))
 
@@ -65,7 +65,13 @@ def check_file(store: Path, ref: FileRef, *, verify: bool) -> Path:
 
 
 def read_current(store: Path) -> dict | None:
-    """The committed manifest ``CURRENT`` points to, or None for a store with no commit yet."""
+    """The committed manifest ``CURRENT`` points to, or None for a store with no commit yet.
+
+    ``CURRENT`` records the manifest's sha256; a damaged ``CURRENT`` or newest manifest
+    raises :class:`CorruptStoreError` naming it. There is no silent fall back to an older
+    version (that would hide the loss of acknowledged commits): open one explicitly with
+    ``Store.open(path, version=N)``.
+    """
     cur = store / CURRENT
     try:
         raw = cur.read_bytes()
@@ -73,10 +79,15 @@ def read_current(store: Path) -> dict | None:
         return None
     try:
         pointer = json.loads(raw)
-        name, digest = pointer["manifest"], pointer["sha256"]
+        name, digest, version = pointer["manifest"], pointer["sha256"], pointer["version"]
     except (ValueError, KeyError, TypeError):
         raise CorruptStoreError(str(cur), "unreadable pointer") from None
-    return read_manifest(store, name, digest)
+    if not isinstance(version, int) or not isinstance(name, str) or name != f"{MANIFESTS}/{version:08d}.json":
+        raise CorruptStoreError(str(cur), "pointer names an inconsistent manifest")
+    manifest = read_manifest(store, name, digest)
+    if manifest.get("version") != version:
+        raise CorruptStoreError(str(cur), "pointer and manifest disagree on the version")
+    return manifest
 
 
 def read_manifest(store: Path, name: str, digest: str | None = None) -> dict:
@@ -91,6 +102,8 @@ def read_manifest(store: Path, name: str, digest: str | None = None) -> dict:
         manifest = json.loads(raw)
     except ValueError:
         raise CorruptStoreError(str(path), "not JSON") from None
+    if not isinstance(manifest, dict):
+        raise CorruptStoreError(str(path), "not a manifest")
     if manifest.get("format") != FORMAT:
         raise StoreError(f"{store}: store format {manifest.get('format')!r}; this mempp reads format {FORMAT}")
     return manifest
@@ -102,10 +115,16 @@ def publish(store: Path, manifest: dict) -> None:
     name = f"{MANIFESTS}/{version:08d}.json"
     data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
     write_file(store, name, data)
+    failpoint("after_manifest_fsync")
     fsync_dir(store / MANIFESTS)
+    failpoint("after_manifests_dir_fsync")
     fsync_dir(store / SEGMENTS)
+    failpoint("after_segments_dir_fsync")
     pointer = json.dumps({"version": version, "manifest": name, "sha256": sha256_bytes(data)}).encode()
-    atomic_replace(store / CURRENT, pointer)
+    # The rename is the commit point; the store directory's fsync makes it (and the first
+    # commit's segments/ and manifests/ entries) durable before add() returns.
+    atomic_replace(store / CURRENT, pointer, step="current")
+    failpoint("after_store_dir_fsync")
 
 
 def list_versions(store: Path) -> list[int]:
@@ -118,3 +137,30 @@ def list_versions(store: Path) -> list[int]:
         if p.name.endswith(".json") and stem.isdigit():
             out.append(int(stem))
     return sorted(out)
+
+
+def verify_files(store: Path, refs: list[FileRef], *, threads: int = 8) -> dict[str, CorruptStoreError]:
+    """Check each file's size and sha256 against its reference, in a thread pool (hashlib releases the GIL).
+
+    Returns the failures by file name (empty when every file matches).
+    """
+    if not refs:
+        return {}
+
+    def one(ref: FileRef) -> CorruptStoreError | None:
+        try:
+            check_file(store, ref, verify=True)
+        except CorruptStoreError as exc:
+            return exc
+        except OSError as exc:
+            return CorruptStoreError(str(store / ref.name), f"cannot read: {exc}")
+        return None
+
+    if len(refs) == 1 or sum(r.size for r in refs) < (4 << 20):
+        results = [one(r) for r in refs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(threads, len(refs), os.cpu_count() or 1)) as pool:
+            results = list(pool.map(one, refs))
+    return {r.name: e for r, e in zip(refs, results) if e is not None}

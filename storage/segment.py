@@ -91,6 +91,25 @@ class Segment:
         first = int(table.column("doc_id")[0].as_py()) if n else 0
         return cls(name=name, table=table, first_doc=first, dates=dates, lengths=lengths, embeddings=emb)
 
+    @classmethod
+    def placeholder(cls, name: str, first_doc: int, n: int, dim: int) -> "Segment":
+        """``n`` empty, undated rows standing in for a damaged segment skipped on open."""
+        return _placeholder(name, first_doc, n, dim)
+
+
+def _placeholder(name: str, first: int, n: int, dim: int) -> "Segment":
+    schema = segment_schema(dim)
+    cols = {f.name: pa.nulls(n, f.type) for f in schema if f.name != "embedding"}
+    cols["doc_id"] = pa.array(range(first, first + n), pa.uint64())
+    cols["text"] = pa.array([""] * n, pa.large_string())
+    cols["ingested_at"] = pa.array([0] * n, pa.int64()).cast(TS)
+    cols["fingerprint"] = pa.array([0] * n, pa.uint64())
+    cols["length"] = pa.array([0] * n, pa.int32())
+    emb = np.zeros((n, dim), dtype=np.float32)
+    cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1), pa.float32()), dim)
+    table = pa.table([cols[f.name] for f in schema], schema=schema)
+    return Segment(name, table, first, np.full(n, NAT, dtype=np.int64), np.zeros(n, dtype=np.float32), emb)
+
 
 def _timestamps(col: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as int64 µs with NAT for nulls."""

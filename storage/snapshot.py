@@ -17,7 +17,8 @@ from pyroaring import BitMap
 
 from .analyzer import Analyzer
 from .arrowio import map_table
-from .manifest import FileRef, check_file
+from .errors import CorruptStoreError
+from .manifest import FileRef, verify_files
 from .postings import Postings
 from .segment import NAT, Segment, _timestamps
 
@@ -83,7 +84,19 @@ class Facet:
 class Snapshot:
     """One committed version, read-only."""
 
-    def __init__(self, store: Path, manifest: dict | None, previous: "Snapshot | None" = None) -> None:
+    def __init__(
+        self, store: Path, manifest: dict | None, previous: "Snapshot | None" = None, on_corrupt: str = "raise"
+    ) -> None:
+        """Load ``manifest``'s version, verifying every file's sha256 before parsing it.
+
+        A damaged postings or term-index file is rebuilt in memory from the segment text
+        (listed in ``rebuilt``). A damaged segment, window-vector or supersession file raises
+        :class:`CorruptStoreError` naming it, unless ``on_corrupt="skip"``: then the rest
+        stays readable, the documents of a skipped segment are never returned, and the file
+        is listed in ``skipped``. A damaged dictionary always raises.
+        """
+        if on_corrupt not in ("raise", "skip"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
         self.store = store
         self.manifest = manifest or {}
         self.version = int(self.manifest.get("version", 0))
@@ -93,34 +106,65 @@ class Snapshot:
         self.total_length = int(self.manifest.get("total_length", 0))
         old = {e.segment.name: e for e in previous.segments} if previous else {}
         old_terms = previous.term_files if previous else []
+        self.on_corrupt = on_corrupt
+        self.skipped: list[str] = []  # damaged files left out (on_corrupt="skip")
+        self.rebuilt: list[str] = []  # damaged derived files rebuilt from the segments
+        commits = [
+            (c, {k: FileRef.from_json(v) for k, v in c["files"].items()}) for c in self.manifest.get("commits", [])
+        ]
+        # Every file is checked against its recorded size and sha256 before it is parsed; files a
+        # previous snapshot of this process already verified (and reuses) are not hashed again.
+        self.verified: set[tuple[str, str]] = set(previous.verified) if previous else set()
+        todo = []
+        for _, files in commits:
+            if "docs" in files and files["docs"].name in old:
+                files = {k: f for k, f in files.items() if k in ("dict", "sup")}
+            todo.extend(f for f in files.values() if (f.name, f.sha256) not in self.verified)
+        bad = verify_files(store, todo)
+        self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
 
         self.segments: list[SegmentEntry] = []
         self.term_files: list[str] = []
         terms: list[str] = []
         sup_tables: list[pa.Table] = []
-        for commit in self.manifest.get("commits", []):
-            files = {k: FileRef.from_json(v) for k, v in commit["files"].items()}
+        rebuild: list[SegmentEntry] = []
+        placeholders: list[SegmentEntry] = []
+        for commit, files in commits:
             if "docs" in files:
                 name = files["docs"].name
                 entry = old.get(name)
                 if entry is None:
-                    seg = Segment.open(check_file(store, files["docs"], verify=False), name)
-                    post = Postings.open(
-                        check_file(store, files["post"], verify=False),
-                        check_file(store, files["index"], verify=False),
-                    )
-                    entry = SegmentEntry(seg, post)
-                    if "win" in files:
-                        win = map_table(check_file(store, files["win"], verify=False))
+                    if name in bad:
+                        self._damaged(bad[name])
+                        seg = Segment.placeholder(name, int(commit["first_doc"]), int(commit["n_docs"]), self.dim)
+                        entry = SegmentEntry(seg, Postings.empty())
+                        placeholders.append(entry)
+                    else:
+                        seg = Segment.open(store / name, name)
+                        if files["post"].name in bad or files["index"].name in bad:
+                            entry = SegmentEntry(seg, Postings.empty())
+                            rebuild.append(entry)
+                            self.rebuilt.extend(files[k].name for k in ("post", "index") if files[k].name in bad)
+                        else:
+                            entry = SegmentEntry(seg, Postings.open(store / files["post"].name, store / files["index"].name))
+                    if "win" in files and files["win"].name in bad:
+                        self._damaged(bad[files["win"].name])
+                    elif "win" in files and not any(p is entry for p in placeholders):
+                        win = map_table(store / files["win"].name)
                         entry.window_rows = win.column("row").to_numpy()
                         chunk = win.column("embedding").combine_chunks()
                         entry.window_embeddings = chunk.values.to_numpy(zero_copy_only=True).reshape(len(win), -1)
                 self.segments.append(entry)
             if "dict" in files:
+                if files["dict"].name in bad:
+                    raise bad[files["dict"].name]  # term ids of every later segment depend on it
                 self.term_files.append(files["dict"].name)
-                terms.extend(map_table(check_file(store, files["dict"], verify=False)).column("term").to_pylist())
+                terms.extend(map_table(store / files["dict"].name).column("term").to_pylist())
             if "sup" in files:
-                sup_tables.append(map_table(check_file(store, files["sup"], verify=False)))
+                if files["sup"].name in bad:
+                    self._damaged(bad[files["sup"].name])
+                else:
+                    sup_tables.append(map_table(store / files["sup"].name))
         if previous is not None and old_terms == self.term_files[: len(old_terms)]:
             self.term_ids = dict(previous.term_ids)  # the dictionary only grows: extend a copy
             for i in range(len(self.term_ids), len(terms)):
@@ -128,6 +172,8 @@ class Snapshot:
         else:
             self.term_ids = {t: i for i, t in enumerate(terms)}
         self.n_terms = len(terms)
+        for entry in rebuild:
+            entry.postings = self._rebuild_postings(entry.segment)
 
         # Supersession log, and each document's end of validity (earliest effective date).
         if sup_tables:
@@ -141,6 +187,8 @@ class Snapshot:
         self.valid_until = np.full(self.n_docs, FOREVER, dtype=np.int64)
         if len(self.sup_old):
             np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
+        for entry in placeholders:  # unreadable documents are never valid, so never returned
+            self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
 
         segs = [e.segment for e in self.segments]
         self.dates = np.concatenate([s.dates for s in segs]) if segs else np.zeros(0, dtype=np.int64)
@@ -151,6 +199,21 @@ class Snapshot:
         self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
         if len(self.dates) != self.n_docs:
             raise ValueError(f"manifest says {self.n_docs} documents, segments hold {len(self.dates)}")
+
+    def _damaged(self, exc: CorruptStoreError) -> None:
+        if self.on_corrupt != "skip":
+            raise exc
+        self.skipped.append(exc.path)
+
+    def _rebuild_postings(self, seg: Segment) -> Postings:
+        """The postings of ``seg`` from its text, with this version's analyzer and term dictionary."""
+        doc_terms = []
+        for text in seg.table.column("text").to_pylist():
+            try:
+                doc_terms.append(np.array([self.term_ids[t] for t in self.analyzer.terms(text)], dtype=np.int64))
+            except KeyError:
+                raise CorruptStoreError(seg.name, "postings damaged and the text has terms missing from the dictionary") from None
+        return Postings.build(doc_terms)
 
     @property
     def thread_links(self) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from .arrowio import encode_table
+from .errors import StoreWriteError
+from .fsutil import FsyncError, failpoint, mkdir
 from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file
 from .postings import Postings
 from .segment import TS, encode_segment
@@ -60,19 +62,37 @@ def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = 
 
 
 def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
-    """Write ``batch`` and publish it as version ``previous['version'] + 1``; return the new manifest."""
+    """Write ``batch`` and publish it as version ``previous['version'] + 1``; return the new manifest.
+
+    An I/O error raises :class:`StoreWriteError` (``broken=True`` when an fsync failed);
+    the previous version stays current unless the error came after the ``CURRENT``
+    rename, in which case the new version may or may not survive a crash.
+    """
+    try:
+        return _commit(store, previous, batch)
+    except FsyncError as exc:
+        raise StoreWriteError(f"{store}: commit failed, fsync error: {exc}", exc.errno, broken=True) from exc
+    except OSError as exc:
+        raise StoreWriteError(f"{store}: commit failed: {exc}", exc.errno) from exc
+
+
+def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     version = int(previous["version"]) + 1
-    (store / SEGMENTS).mkdir(exist_ok=True)
-    (store / MANIFESTS).mkdir(exist_ok=True)
+    failpoint("before_commit")
+    mkdir(store / SEGMENTS)
+    mkdir(store / MANIFESTS)
     stem = f"{SEGMENTS}/{version:08d}"
     files: dict[str, dict] = {}
     entry: dict = {"version": version, "committed_at": _now_iso(), "files": files}
     total_length = int(previous["total_length"])
     if batch.n_docs:
         files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
+        failpoint("after_docs_fsync")
         post, index = Postings.build(batch.doc_terms).encode()
         files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
+        failpoint("after_post_fsync")
         files["index"] = write_file(store, f"{stem}.terms.arrow", index).to_json()
+        failpoint("after_terms_fsync")
         if batch.window_rows is not None and len(batch.window_rows):
             dim = batch.window_embeddings.shape[1]
             flat = pa.array(np.ascontiguousarray(batch.window_embeddings, dtype=np.float32).reshape(-1), pa.float32())
@@ -83,12 +103,14 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                 }
             )
             files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
+            failpoint("after_win_fsync")
         entry["first_doc"] = int(batch.columns["doc_id"][0])
         entry["n_docs"] = batch.n_docs
         total_length += int(sum(batch.columns["length"]))
     if batch.new_terms:
         table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
         files["dict"] = write_file(store, f"{stem}.dict.arrow", encode_table(table)).to_json()
+        failpoint("after_dict_fsync")
     if batch.supersessions:
         old, new, eff, rec = zip(*batch.supersessions)
         table = pa.table(
@@ -100,6 +122,7 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
             }
         )
         files["sup"] = write_file(store, f"{stem}.sup.arrow", encode_table(table)).to_json()
+        failpoint("after_sup_fsync")
     manifest = dict(previous)
     manifest.update(
         version=version,
@@ -118,3 +141,30 @@ def now_us() -> int:
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+def clean_strays(store: Path, manifest: dict | None) -> list[str]:
+    """Remove what failed or crashed commits left: temporary files, and segment and manifest
+    files no committed version names. Call only while holding the writer lock; returns the names removed.
+    """
+    from .fsutil import unlink
+
+    version = int(manifest["version"]) if manifest else 0
+    keep = {f["name"] for c in (manifest or {}).get("commits", []) for f in c["files"].values()}
+    removed = []
+    for d in (store, store / SEGMENTS, store / MANIFESTS):
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            rel = p.relative_to(store).as_posix()
+            if d == store:
+                stray = p.name.startswith(".") and ".tmp-" in p.name
+            elif d.name == SEGMENTS:
+                stray = rel not in keep
+            else:
+                stem = p.name.removesuffix(".json")
+                stray = (".tmp-" in p.name) or (stem.isdigit() and int(stem) > version)
+            if stray and (p.is_file() or p.is_symlink()):
+                unlink(p)
+                removed.append(rel)
+    return removed

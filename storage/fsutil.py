@@ -102,13 +102,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def mkdir(path: Path) -> None:
-    """Create directory ``path`` if missing (its entry is durable once the parent is fsynced)."""
+def mkdir(path: Path) -> bool:
+    """Create directory ``path`` if missing; True if it was created (fsync the parent before relying on it)."""
     if path.is_dir():
-        return
+        return False
     if _hook is not None:
         _call("mkdir", path)
     os.mkdir(path)
+    return True
 
 
 def unlink(path: Path) -> None:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .arrowio import encode_table
 from .errors import StoreWriteError
-from .fsutil import FsyncError, failpoint, mkdir
+from .fsutil import FsyncError, failpoint, fsync_dir, mkdir
 from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file
 from .postings import Postings
 from .segment import TS, encode_segment
@@ -79,8 +79,10 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
 def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     version = int(previous["version"]) + 1
     failpoint("before_commit")
-    mkdir(store / SEGMENTS)
-    mkdir(store / MANIFESTS)
+    created = mkdir(store / SEGMENTS)
+    created |= mkdir(store / MANIFESTS)
+    if created:  # first commit: the new directories must be durable before CURRENT names files in them
+        fsync_dir(store)
     stem = f"{SEGMENTS}/{version:08d}"
     files: dict[str, dict] = {}
     entry: dict = {"version": version, "committed_at": _now_iso(), "files": files}

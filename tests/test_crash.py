@@ -1,0 +1,173 @@
+"""T1 and T11: a real writer process killed at random moments and at every named step of a commit.
+
+The child (``WRITER`` below) opens the store, adds batch after batch and prints ``ack B`` after
+each ``add`` returns. The parent SIGKILLs it at a random moment, reopens the store and checks it
+against the acknowledgements: every acknowledged batch present with identical rows, the batch in
+flight whole or absent, no duplicates, the store opens. One store is reused across all kills.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import mempp
+from mempp.storage.fsutil import COMMIT_STEPS
+
+from crashkit import batch, check_store, long_run, stray_files
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import mempp
+    from crashkit import batch
+    index = mempp.IndexConfig(window_stride=100)
+    with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=index) as s:
+        print("ready", flush=True)
+        b = int(sys.argv[2])
+        while b < int(sys.argv[3]):
+            s.add(batch(b, long=True))
+            print(f"ack {b}", flush=True)
+            b += 1
+    """
+)
+INDEX = mempp.IndexConfig(window_stride=100)
+
+
+def _child(path: Path, start: int, stop: int, env_extra: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+    env.pop("MEMPP_FAILPOINT", None)
+    env.update(env_extra or {})
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(start), str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+
+
+def _present(path: Path) -> int:
+    """Whole batches present (the check that they are whole and exact comes separately)."""
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        return len(s) // 3
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path):
+    kills = 1000 if long_run() else 100
+    rng = random.Random(5)
+    path = tmp_path / "s"
+    acked: list[int] = []
+    mid_commit = 0  # kills that left a commit's files behind (the kill landed inside a commit)
+    checked = 0  # acknowledged documents compared with the oracle, summed over the kills
+    for cycle in range(kills):
+        start = len(acked) if not acked else acked[-1] + 1
+        start = max(start, _present(path) if path.exists() else 0)
+        proc = _child(path, start, 10**9)
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        time.sleep(rng.uniform(0, 0.12))
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        new = [int(line.split()[1]) for line in out.splitlines() if line.startswith("ack ")]
+        assert new == list(range(start, start + len(new)))
+        acked_all = list(range(start + len(new)))
+        mid_commit += bool(stray_files(path))
+        problem = check_store(path, acked_all, [start + len(new)], long=True)
+        assert problem is None, f"kill {cycle}: {problem}"
+        checked += 3 * len(acked_all)
+        acked = acked_all if acked_all else acked
+    docs = 3 * _present(path)
+    print(f"T1: {kills} kills survived, {len(acked)} acknowledged batches ({3 * len(acked)} documents), "
+          f"{checked} acknowledged-document checks, {docs} documents stored, {mid_commit} kills landed inside a commit")
+    # the next writer cleans what the last kill left, and commits
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
+        n = len(s) // 3
+        s.add(batch(n, long=True))
+    assert stray_files(path) == []
+    assert check_store(path, list(range(n + 1)), long=True) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", COMMIT_STEPS)
+def test_kill_at_each_commit_step(tmp_path, step):
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
+        for b in range(2):
+            s.add(batch(b, long=True))
+    proc = _child(path, 2, 3, {"MEMPP_FAILPOINT": f"{step}:kill"})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (out, err)  # every step is reached: batch 2 has every file type
+    assert "ack 2" not in out
+    published = step in ("after_current_rename", "after_store_dir_fsync")
+    assert check_store(path, [0, 1, 2] if published else [0, 1], long=True) is None
+    # the next writer cleans up and commits
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
+        if not published:
+            s.add(batch(2, long=True))
+        s.add(batch(3, long=True))
+    assert stray_files(path) == []
+    assert check_store(path, [0, 1, 2, 3], long=True) is None
+
+
+@pytest.mark.parametrize("step", ["after_docs_fsync", "after_manifest_fsync", "after_current_tmp_fsync"])
+def test_crash_in_first_commit_leaves_an_empty_store(tmp_path, step):
+    """T11: killed during the very first commit, the store opens empty; the next writer cleans up."""
+    path = tmp_path / "s"
+    proc = _child(path, 0, 1, {"MEMPP_FAILPOINT": f"{step}:kill"})
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert stray_files(path)  # the crash left files behind
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        assert len(s) == 0 and s.version == 0
+        assert len(s.query("alpha", k=3)) == 0
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
+        s.add(batch(0, long=True))
+    assert stray_files(path) == []
+    assert check_store(path, [0], long=True) is None
+
+
+def test_failpoint_raise_is_a_typed_error_and_the_store_stays_usable(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+        s.add(batch(0))
+        monkeypatch.setenv("MEMPP_FAILPOINT", "after_manifest_fsync:raise")
+        with pytest.raises(mempp.StoreWriteError, match="failpoint after_manifest_fsync"):
+            s.add(batch(1))
+        monkeypatch.delenv("MEMPP_FAILPOINT")
+        s.add(batch(1))
+    assert check_store(path, [0, 1]) is None
+
+
+DATA = Path(__file__).parent / "data" / "format1"
+QUERIES = ["uptime SLA", "lunch friday", "wiki page", "outage review"]
+
+
+def _answers(s: mempp.Store) -> list:
+    out = []
+    for q in QUERIES:
+        for as_of in (None, "2023-03-01"):
+            out.append([(h.key, round(h.score, 9)) for h in s.query(q, k=3, as_of=as_of)])
+    return out
+
+
+def test_store_of_the_previous_format_opens(tmp_path):
+    """T11: a store written by the format-1 code (tests/data/format1, made by tests/data/make_format1.py)
+    opens, answers as it did when written, and a writer can append to a copy of it."""
+    import json
+
+    expected = json.loads((DATA.parent / "format1.expected.json").read_text())
+    with mempp.Store.open(DATA, embedder=mempp.HashEmbedder(16), read_only=True) as s:
+        assert json.loads(json.dumps(_answers(s))) == expected
+        assert s.get("sla-2").text.startswith("Revised")
+    copy = tmp_path / "copy"
+    shutil.copytree(DATA, copy)
+    with mempp.Store.open(copy, embedder=mempp.HashEmbedder(16)) as s:
+        s.add([{"id": "new", "text": "A new note on the uptime SLA.", "author": "Dee", "date": "2023-07-01"}])
+        assert len(s) == 5

@@ -97,7 +97,7 @@ def read_manifest(store: Path, name: str, digest: str | None = None) -> dict:
     except FileNotFoundError:
         raise CorruptStoreError(str(path), "manifest named by CURRENT is missing") from None
     if digest is not None and sha256_bytes(raw) != digest:
-        raise CorruptStoreError(str(path), "checksum mismatch")
+        raise CorruptStoreError(str(path), f"sha256 differs from the one {CURRENT} records (one of the two is damaged)")
     try:
         manifest = json.loads(raw)
     except ValueError:

@@ -85,7 +85,12 @@ class Snapshot:
     """One committed version, read-only."""
 
     def __init__(
-        self, store: Path, manifest: dict | None, previous: "Snapshot | None" = None, on_corrupt: str = "raise"
+        self,
+        store: Path,
+        manifest: dict | None,
+        previous: "Snapshot | None" = None,
+        on_corrupt: str = "raise",
+        verify: bool = True,
     ) -> None:
         """Load ``manifest``'s version, verifying every file's sha256 before parsing it.
 
@@ -93,7 +98,8 @@ class Snapshot:
         (listed in ``rebuilt``). A damaged segment, window-vector or supersession file raises
         :class:`CorruptStoreError` naming it, unless ``on_corrupt="skip"``: then the rest
         stays readable, the documents of a skipped segment are never returned, and the file
-        is listed in ``skipped``. A damaged dictionary always raises.
+        is listed in ``skipped``. A damaged dictionary always raises. ``verify=False`` checks
+        sizes only (to measure what hashing costs).
         """
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
@@ -120,8 +126,9 @@ class Snapshot:
             if "docs" in files and files["docs"].name in old:
                 files = {k: f for k, f in files.items() if k in ("dict", "sup")}
             todo.extend(f for f in files.values() if (f.name, f.sha256) not in self.verified)
-        bad = verify_files(store, todo)
-        self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
+        bad = verify_files(store, todo, hash=verify)
+        if verify:
+            self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
 
         self.segments: list[SegmentEntry] = []
         self.term_files: list[str] = []

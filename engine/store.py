@@ -27,6 +27,8 @@ from mempp.storage import (
     read_manifest,
 )
 
+from mempp.kernels import quantize_rows
+
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
@@ -341,9 +343,14 @@ class Store:
             "fingerprint": [r.fingerprint for r in rows],
             "length": lengths,
         }
+        quantized = None
+        if n and self.index.vector_copy == "int8":
+            quantized = (np.empty(emb.shape, dtype=np.int8), np.empty(n, dtype=np.float32))
+            quantize_rows(emb, *quantized)
         return CommitBatch(
             columns=columns if n else None,
             embeddings=emb,
+            quantized=quantized,
             doc_terms=doc_terms,
             new_terms=list(new_terms),
             supersessions=sups,

@@ -44,9 +44,13 @@ def stem(word: str) -> str:
         return word
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
-        import snowballstemmer
+        # The pure-Python Snowball stemmer, named explicitly: ``snowballstemmer.stemmer()``
+        # silently switches to PyStemmer when that is installed, whose older Snowball
+        # release stems some words differently ("organization": "organ", not "organiz"),
+        # which would make a store's postings depend on what else is installed.
+        from snowballstemmer.english_stemmer import EnglishStemmer
 
-        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+        stemmer = _local.stemmer = EnglishStemmer()
     return stemmer.stemWord(word)
 
 

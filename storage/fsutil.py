@@ -36,6 +36,7 @@ COMMIT_STEPS = (
     "after_post_fsync",
     "after_terms_fsync",
     "after_win_fsync",
+    "after_q8_fsync",
     "after_dict_fsync",
     "after_sup_fsync",
     "after_manifest_fsync",

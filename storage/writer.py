@@ -37,6 +37,7 @@ class CommitBatch:
     supersessions: list[tuple[int, int, int, int]] = field(default_factory=list)  # old, new, effective µs, recorded µs
     window_rows: np.ndarray | None = None  # segment row owning each extra window vector (long documents)
     window_embeddings: np.ndarray | None = None
+    quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
 
     @property
     def n_docs(self) -> int:
@@ -106,6 +107,16 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
             )
             files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
             failpoint("after_win_fsync")
+        if batch.quantized is not None:
+            q8, scale = batch.quantized
+            table = pa.table(
+                {
+                    "q": pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(q8).reshape(-1), pa.int8()), q8.shape[1]),
+                    "scale": pa.array(scale, pa.float32()),
+                }
+            )
+            files["q8"] = write_file(store, f"{stem}.q8.arrow", encode_table(table)).to_json()
+            failpoint("after_q8_fsync")
         entry["first_doc"] = int(batch.columns["doc_id"][0])
         entry["n_docs"] = batch.n_docs
         total_length += int(sum(batch.columns["length"]))

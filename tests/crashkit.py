@@ -102,11 +102,11 @@ def site(op: str, rel: str) -> str:
         return "current_tmp"
     if rel.startswith("manifests/"):
         return "manifest"
-    return name.split(".")[1] if "." in name else name  # docs, post, terms, dict, sup, win
+    return name.split(".")[1] if "." in name else name  # docs, post, terms, win, q8, dict, sup
 
 
 FSYNC_SITES = (
-    "new_dirs", "docs", "post", "terms", "win", "dict", "sup", "manifest", "manifests_dir", "segments_dir", "current_tmp", "store_dir"
+    "new_dirs", "docs", "post", "terms", "win", "q8", "dict", "sup", "manifest", "manifests_dir", "segments_dir", "current_tmp", "store_dir"
 )
 
 

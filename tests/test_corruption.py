@@ -3,7 +3,7 @@
 Each damaged store is opened and queried in a worker subprocess (so a crash of the process would
 show as a failed exit status, not take pytest down). Every damage must be detected before the
 file is parsed: a ``CorruptStoreError`` whose message names the file, or, for the derived
-postings and term-index files, a rebuild from the segment text with answers identical to the
+postings, term-index and int8-vector files, a rebuild from the segment text with answers identical to the
 undamaged store's.
 """
 
@@ -68,7 +68,7 @@ def _store(tmp_path: Path) -> Path:
 def _files(path: Path) -> dict[str, str]:
     """One file of each type, by type."""
     out = {"manifest": "manifests/00000003.json", "CURRENT": "CURRENT"}
-    for kind in ("docs", "post", "terms", "dict", "sup", "win"):
+    for kind in ("docs", "post", "terms", "q8", "dict", "sup", "win"):
         out[kind] = f"segments/00000003.{kind}.arrow"
     assert all((path / rel).is_file() for rel in out.values()), sorted(p.name for p in (path / "segments").iterdir())
     return out
@@ -108,7 +108,7 @@ def test_truncations_and_bit_flips_are_all_detected(tmp_path):
     tally: dict = {}
     for (rel, how, arg), (kind, _), r in zip(cases, types, results):
         name = rel.rsplit("/", 1)[-1]
-        if kind in ("post", "terms"):
+        if kind in ("post", "terms", "q8"):  # derived: rebuilt, same answers
             assert r["ok"] and r["answers"] == pristine and r["rebuilt"] == [rel], (kind, how, arg, r)
         else:
             assert not r["ok"] and r["type"] == "CorruptStoreError" and name in r["message"], (kind, how, arg, r)

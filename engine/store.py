@@ -28,6 +28,7 @@ from mempp.storage import (
     read_current,
     read_manifest,
 )
+from mempp.storage.fsutil import fsync_dir
 
 from mempp.kernels import quantize_rows
 
@@ -35,8 +36,6 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from mempp.storage.fsutil import fsync_dir
-
 from .ingest import Row, check_vector, prepare
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, run
@@ -66,8 +65,8 @@ class Store:
         self._analyzer = snapshot.analyzer or analyzer
         self._lock = WriterLock(path)
         self._closed = False
-        self._broken: str | None = None
-        self._on_corrupt = "raise"  # set when an fsync failed: no more writes until reopened
+        self._broken: str | None = None  # set when an fsync failed: no more writes until reopened
+        self._on_corrupt = "raise"
         self._matcher: tuple[int, NameMatcher] | None = None
         # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprint -> (doc id, key).
         self._keys: dict[str, list[int]] = {}

@@ -11,7 +11,7 @@ Testing hooks (they cost one global read per operation when unset):
   ``unlink``, ``mkdir``). It may raise (an injected ``OSError``, a simulated
   crash) or return ``SKIP`` to leave an ``fsync``/``fsync_dir`` out (to show
   that a test catches a missing fsync). Tests use it for "the Nth operation
-  fails" and for simulated power loss (``tests/powerloss.py``).
+  fails" and for simulated power loss (``tests/crashkit.py``).
 - ``failpoint(name)``: called at each named step of a commit. With the
   environment variable ``MEMPP_FAILPOINT=name`` (or ``name:raise``,
   ``name:exit``, ``name:kill``) the process raises ``FailpointError``, leaves

@@ -17,7 +17,9 @@ from mempp.kernels import (
     bm25_accumulate,
     bm25_accumulate_dense,
     bm25_idf,
+    bm25_probe,
     dense_topk,
+    kth_touched,
     i8_error_bound,
     masked_dot_topk_i8,
     rescore_exact,
@@ -40,6 +42,7 @@ from .types import LEGS
 K1 = 1.2
 B = 0.75
 DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumulates densely
+MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 
 _buffers = threading.local()
@@ -143,17 +146,25 @@ def context_scale(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
 
 
 # --- legs ------------------------------------------------------------------------------------------
-def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
-    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc."""
+def lexical_leg(
+    snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info: dict | None = None
+):
+    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc.
+
+    Three exact strategies: MaxScore (the rarest terms in full, the common ones only probed
+    for documents that can still reach the top ``depth``), dense accumulation (common terms,
+    no pruning possible) and sparse accumulation (few postings, or thread context).
+    ``info["method"]`` says which ran.
+    """
     try:
-        return _lexical_leg(snap, question, mask, n_cand, opt, score_for)
+        return _lexical_leg(snap, question, mask, n_cand, opt, score_for, info)
     except BaseException:
         # An interrupt between accumulation and clean-up would leave this thread's accumulator dirty.
         _buffers.__dict__.pop("scores", None)
         raise
 
 
-def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
+def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
     extra = np.zeros(len(score_for), dtype=np.float64)
@@ -170,7 +181,13 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     n = 0
     avgdl = snap.avg_length
     depth = opt.depth
+    if not context and len(ids) > 1:
+        done = _maxscore(snap, looked, idf, df, mask, depth, scores, touched, score_for, info)
+        if done is not None:
+            return done
     if not context and df.sum() >= DENSE_SHARE * snap.n_docs:
+        if info is not None:
+            info["method"] = "dense"
         for entry, starts, ends, dfs in looked:
             if dfs.any():
                 post = entry.postings
@@ -180,6 +197,8 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         out_ids = np.empty(depth, dtype=np.int64)
         got = dense_topk(scores, mask, depth, out_ids, np.empty(depth, dtype=np.float32))  # zeroes the accumulator
         return out_ids[:got], extra
+    if info is not None:
+        info["method"] = "sparse" + (" with thread context" if context else "")
     for entry, starts, ends, dfs in looked:
         if not dfs.any():
             continue
@@ -211,6 +230,68 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         if len(score_for):
             extra = scores[score_for].astype(np.float64)
     clear_touched(scores, touched, n)
+    return out_ids[:got], extra
+
+
+def _maxscore(snap: Snapshot, looked, idf, df, mask, depth, scores, touched, score_for, info):
+    """MaxScore over the query terms, rarest first; None (accumulator clean) when it cannot prune cheaply.
+
+    A term adds at most ``idf * (k1 + 1)`` to any document. Once the ``depth``-th best score
+    so far exceeds what all remaining terms could add, no untouched document can enter the
+    top ``depth``: the remaining terms are only probed (binary search) for touched documents
+    that can still reach it, and for ``score_for``. Exact: the same top ``depth`` as full scoring.
+    """
+    order = np.argsort(-idf, kind="stable")
+    ub = idf[order] * (K1 + 1.0)
+    rest = np.concatenate([np.cumsum(ub[::-1])[::-1], [0.0]]) * (1 + 1e-6) + 1e-6  # margin for float32 rounding
+    budget = MAXSCORE_SHARE * snap.n_docs
+    avgdl = snap.avg_length
+    n = 0
+    processed = 0
+    for i, t in enumerate(order.tolist()):
+        if n >= depth:
+            theta = kth_touched(scores, touched, n, depth)
+            if rest[i] < theta:
+                return _probe_rest(snap, looked, idf, order[i:], rest[i], theta, depth, scores, touched, n, score_for, info, i)
+        if processed + df[t] > budget:
+            clear_touched(scores, touched, n)
+            return None
+        for entry, starts, ends, dfs in looked:
+            if dfs[t]:
+                post = entry.postings
+                n = bm25_accumulate(
+                    post.docs, post.tfs, starts[t : t + 1], ends[t : t + 1], idf[t : t + 1], entry.segment.lengths, avgdl, K1, B,
+                    mask, entry.base, scores, touched, n,
+                )
+        processed += int(df[t])
+    return _probe_rest(snap, looked, idf, order[:0], 0.0, 0.0, depth, scores, touched, n, score_for, info, len(order))
+
+
+def _probe_rest(snap, looked, idf, remaining, rest_ub, theta, depth, scores, touched, n, score_for, info, n_full):
+    cand = touched[:n]
+    probe = cand[scores[cand] + rest_ub >= theta] if len(remaining) else cand[:0]
+    if len(score_for):
+        probe = np.union1d(probe, score_for)
+    probe = np.sort(probe)
+    if len(remaining) and len(probe):
+        avgdl = snap.avg_length
+        cuts = np.searchsorted(probe, [e.base for e, *_ in looked] + [snap.n_docs])
+        for j, (entry, starts, ends, dfs) in enumerate(looked):
+            docs = probe[cuts[j] : cuts[j + 1]]
+            if not len(docs):
+                continue
+            norms = entry.norms(avgdl, K1, B)
+            for t in remaining.tolist():
+                if dfs[t]:
+                    bm25_probe(entry.postings.docs, entry.postings.tfs, starts[t], ends[t], idf[t], norms, K1, entry.base, docs, scores)
+    extra = scores[score_for].astype(np.float64) if len(score_for) else np.zeros(0, dtype=np.float64)
+    out_ids = np.empty(depth, dtype=np.int64)
+    got = topk_touched(scores, touched, n, depth, out_ids, np.empty(depth, dtype=np.float32))
+    clear_touched(scores, touched, n)
+    if len(score_for):
+        scores[score_for] = 0.0
+    if info is not None:
+        info["method"] = f"maxscore ({n_full} of {n_full + len(remaining)} terms in full, {len(probe)} documents probed)"
     return out_ids[:got], extra
 
 
@@ -315,7 +396,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
 
     if (weights["lexical"] or len(tag_docs)) and n_cand and question:
         t = time.perf_counter()
-        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs)
+        linfo: dict = {}
+        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
         if weights["lexical"]:
             rankings["lexical"] = lex
         timings["lexical"] = (time.perf_counter() - t) * 1e3
@@ -344,6 +426,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
     }
     if "vector" in rankings:
         legs["vector"]["method"] = vinfo["method"]
+    if "lexical" in rankings:
+        legs["lexical"]["method"] = linfo.get("method", "")
     if opt.context:
         for leg in ("lexical", "vector"):
             legs[leg]["context"] = list(opt.context)

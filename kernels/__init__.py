@@ -10,7 +10,17 @@ ranks first.
 """
 
 from .topk import TopK, heap_push, heap_sorted
-from .bm25 import bm25_accumulate, bm25_accumulate_dense, bm25_idf, bm25_norms, clear_touched, dense_topk, topk_touched
+from .bm25 import (
+    bm25_accumulate,
+    bm25_accumulate_dense,
+    bm25_idf,
+    bm25_norms,
+    bm25_probe,
+    clear_touched,
+    dense_topk,
+    kth_touched,
+    topk_touched,
+)
 from .cosine import i8_error_bound, masked_dot_topk, masked_dot_topk_i8, quantize_rows, rescore_exact
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
@@ -21,6 +31,8 @@ __all__ = [
     "bm25_accumulate",
     "bm25_accumulate_dense",
     "bm25_norms",
+    "bm25_probe",
+    "kth_touched",
     "dense_topk",
     "quantize_rows",
     "masked_dot_topk_i8",

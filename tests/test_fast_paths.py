@@ -161,23 +161,36 @@ def _bm25_store_oracle(texts, query_terms, valid):
     return out
 
 
-def test_lexical_leg_dense_and_sparse_paths_match_oracle(tmp_path):
+def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
     rng = np.random.default_rng(3)
     vocab = [f"word{i}" for i in range(300)]
     p = 1.0 / np.arange(1, 301) ** 1.1
     texts = [" ".join(rng.choice(vocab, size=rng.integers(3, 30), p=p / p.sum())) for _ in range(700)]
     s = _store(tmp_path / "s", unit_rows(rng, 700), texts, "int8")
     snap = s._snap
-    for question in ("word0 word1", "word5", "word250 word299", "word0 word290", "absent"):
+    methods = []
+    questions = ["word0 word1", "word5", "word250 word299", "word0 word290", "word1 word2 word3 word280", "word0 word1 word2 word3", "absent"]
+    questions += [" ".join(rng.choice(vocab, size=rng.integers(1, 6), p=p / p.sum())) for _ in range(40)]
+    for question in questions:
         terms = sorted(set(snap.analyzer.terms(question)))
-        df = sum(snap.global_df(np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)))
         for as_of in (None, "2023-01-05"):
-            opt = P.QueryOptions(as_of=None if as_of is None else mempp.dates.to_us(as_of + "T23:59:59"), depth=20)
-            mask = P.candidate_mask(snap, opt)
-            got, _ = P.lexical_leg(snap, question, mask, int(mask.sum()), opt, np.zeros(0, np.int64))
-            oracle = _bm25_store_oracle(texts, terms, mask.view(bool))
-            want = sorted(oracle, key=lambda g: (-oracle[g], -g))[:20]
-            assert len(got) == len(want)
-            assert np.allclose([oracle[g] for g in got.tolist()], [oracle[g] for g in want], rtol=1e-5)
-        # the paths: common terms accumulate densely, rare ones through the touched list
-        assert (df >= P.DENSE_SHARE * snap.n_docs) == (question in ("word0 word1", "word5", "word0 word290")) or df == 0
+            for depth in (5, 20):
+                opt = P.QueryOptions(as_of=None if as_of is None else mempp.dates.to_us(as_of + "T23:59:59"), depth=depth)
+                mask = P.candidate_mask(snap, opt)
+                cands = np.flatnonzero(mask)
+                score_for = cands[:: max(1, len(cands) // 7)]  # the tag leg's documents need exact scores too
+                info: dict = {}
+                got, extra = P.lexical_leg(snap, question, mask, int(mask.sum()), opt, score_for, info)
+                oracle = _bm25_store_oracle(texts, terms, mask.view(bool))
+                want = sorted(oracle, key=lambda g: (-oracle[g], -g))[:depth]
+                assert len(got) == len(want), (question, info)
+                assert np.allclose([oracle[g] for g in got.tolist()], [oracle[g] for g in want], rtol=1e-5), (question, info)
+                if len(terms) and any(t in snap.term_ids for t in terms):
+                    assert np.allclose(extra, [oracle.get(g, 0.0) for g in score_for.tolist()], rtol=1e-5), (question, info)
+                methods.append(info.get("method", "none"))
+    pruned = [m for m in methods if m.startswith("maxscore") and m.split()[1] != m.split()[3].rstrip(",")]
+    assert pruned, methods  # some queries left terms to probing
+    assert "dense" in methods and any(m.startswith("sparse") for m in methods)
+    # the leg leaves its accumulator clean for the next query
+    full, _ = P._scratch(1)
+    assert not full.any()

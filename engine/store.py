@@ -339,20 +339,16 @@ class Store:
         term_ids = self._snap.term_ids
         new_terms: dict[str, int] = {}
         base_terms = self._snap.n_terms
-        doc_terms = []
-        lengths = []
-        for r in rows:
-            toks = self._analyzer.terms(r.text)
-            ids = np.empty(len(toks), dtype=np.int64)
-            for j, t in enumerate(toks):
-                tid = term_ids.get(t)
+
+        def intern(term: str) -> int:
+            tid = term_ids.get(term)
+            if tid is None:
+                tid = new_terms.get(term)
                 if tid is None:
-                    tid = new_terms.get(t)
-                    if tid is None:
-                        tid = new_terms[t] = base_terms + len(new_terms)
-                ids[j] = tid
-            doc_terms.append(ids)
-            lengths.append(len(toks))
+                    tid = new_terms[term] = base_terms + len(new_terms)
+            return tid
+
+        flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
         columns = {
             "doc_id": list(range(first, first + n)),
             "key": [r.key for r in rows],
@@ -375,7 +371,7 @@ class Store:
             columns=columns if n else None,
             embeddings=emb,
             quantized=quantized,
-            doc_terms=doc_terms,
+            flat_terms=(flat, lengths),
             new_terms=list(new_terms),
             supersessions=sups,
             window_rows=win_rows,

@@ -194,3 +194,17 @@ def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
     # the leg leaves its accumulator clean for the next query
     full, _ = P._scratch(1)
     assert not full.any()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=30), st.integers(0, 10**6))
+def test_counting_sort_inversion_equals_unique_based_build(docs, offset):
+    from mempp.storage.postings import Postings
+
+    arrays = [np.asarray(d, dtype=np.int64) + offset for d in docs]
+    want = Postings.build(arrays)
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    got = Postings.build_flat(flat, np.array([len(d) for d in docs], dtype=np.int64))
+    for name in ("terms", "starts", "dfs", "docs", "tfs"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name

@@ -13,11 +13,14 @@ import numpy as np
 
 from mempp.kernels import (
     TopK,
+    batch_topk,
     heap_push,
     bm25_accumulate,
     bm25_accumulate_dense,
     bm25_idf,
+    bm25_probe,
     dense_topk,
+    kth_touched,
     i8_error_bound,
     masked_dot_topk_i8,
     rescore_exact,
@@ -40,6 +43,7 @@ from .types import LEGS
 K1 = 1.2
 B = 0.75
 DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumulates densely
+MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 
 _buffers = threading.local()
@@ -143,17 +147,25 @@ def context_scale(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
 
 
 # --- legs ------------------------------------------------------------------------------------------
-def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
-    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc."""
+def lexical_leg(
+    snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info: dict | None = None
+):
+    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc.
+
+    Three exact strategies: MaxScore (the rarest terms in full, the common ones only probed
+    for documents that can still reach the top ``depth``), dense accumulation (common terms,
+    no pruning possible) and sparse accumulation (few postings, or thread context).
+    ``info["method"]`` says which ran.
+    """
     try:
-        return _lexical_leg(snap, question, mask, n_cand, opt, score_for)
+        return _lexical_leg(snap, question, mask, n_cand, opt, score_for, info)
     except BaseException:
         # An interrupt between accumulation and clean-up would leave this thread's accumulator dirty.
         _buffers.__dict__.pop("scores", None)
         raise
 
 
-def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
+def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
     extra = np.zeros(len(score_for), dtype=np.float64)
@@ -170,7 +182,13 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     n = 0
     avgdl = snap.avg_length
     depth = opt.depth
+    if not context and len(ids) > 1:
+        done = _maxscore(snap, looked, idf, df, mask, depth, scores, touched, score_for, info)
+        if done is not None:
+            return done
     if not context and df.sum() >= DENSE_SHARE * snap.n_docs:
+        if info is not None:
+            info["method"] = "dense"
         for entry, starts, ends, dfs in looked:
             if dfs.any():
                 post = entry.postings
@@ -180,6 +198,8 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         out_ids = np.empty(depth, dtype=np.int64)
         got = dense_topk(scores, mask, depth, out_ids, np.empty(depth, dtype=np.float32))  # zeroes the accumulator
         return out_ids[:got], extra
+    if info is not None:
+        info["method"] = "sparse" + (" with thread context" if context else "")
     for entry, starts, ends, dfs in looked:
         if not dfs.any():
             continue
@@ -211,6 +231,68 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         if len(score_for):
             extra = scores[score_for].astype(np.float64)
     clear_touched(scores, touched, n)
+    return out_ids[:got], extra
+
+
+def _maxscore(snap: Snapshot, looked, idf, df, mask, depth, scores, touched, score_for, info):
+    """MaxScore over the query terms, rarest first; None (accumulator clean) when it cannot prune cheaply.
+
+    A term adds at most ``idf * (k1 + 1)`` to any document. Once the ``depth``-th best score
+    so far exceeds what all remaining terms could add, no untouched document can enter the
+    top ``depth``: the remaining terms are only probed (binary search) for touched documents
+    that can still reach it, and for ``score_for``. Exact: the same top ``depth`` as full scoring.
+    """
+    order = np.argsort(-idf, kind="stable")
+    ub = idf[order] * (K1 + 1.0)
+    rest = np.concatenate([np.cumsum(ub[::-1])[::-1], [0.0]]) * (1 + 1e-6) + 1e-6  # margin for float32 rounding
+    budget = MAXSCORE_SHARE * snap.n_docs
+    avgdl = snap.avg_length
+    n = 0
+    processed = 0
+    for i, t in enumerate(order.tolist()):
+        if n >= depth:
+            theta = kth_touched(scores, touched, n, depth)
+            if rest[i] < theta:
+                return _probe_rest(snap, looked, idf, order[i:], rest[i], theta, depth, scores, touched, n, score_for, info, i)
+        if processed + df[t] > budget:
+            clear_touched(scores, touched, n)
+            return None
+        for entry, starts, ends, dfs in looked:
+            if dfs[t]:
+                post = entry.postings
+                n = bm25_accumulate(
+                    post.docs, post.tfs, starts[t : t + 1], ends[t : t + 1], idf[t : t + 1], entry.segment.lengths, avgdl, K1, B,
+                    mask, entry.base, scores, touched, n,
+                )
+        processed += int(df[t])
+    return _probe_rest(snap, looked, idf, order[:0], 0.0, 0.0, depth, scores, touched, n, score_for, info, len(order))
+
+
+def _probe_rest(snap, looked, idf, remaining, rest_ub, theta, depth, scores, touched, n, score_for, info, n_full):
+    cand = touched[:n]
+    probe = cand[scores[cand] + rest_ub >= theta] if len(remaining) else cand[:0]
+    if len(score_for):
+        probe = np.union1d(probe, score_for)
+    probe = np.sort(probe)
+    if len(remaining) and len(probe):
+        avgdl = snap.avg_length
+        cuts = np.searchsorted(probe, [e.base for e, *_ in looked] + [snap.n_docs])
+        for j, (entry, starts, ends, dfs) in enumerate(looked):
+            docs = probe[cuts[j] : cuts[j + 1]]
+            if not len(docs):
+                continue
+            norms = entry.norms(avgdl, K1, B)
+            for t in remaining.tolist():
+                if dfs[t]:
+                    bm25_probe(entry.postings.docs, entry.postings.tfs, starts[t], ends[t], idf[t], norms, K1, entry.base, docs, scores)
+    extra = scores[score_for].astype(np.float64) if len(score_for) else np.zeros(0, dtype=np.float64)
+    out_ids = np.empty(depth, dtype=np.int64)
+    got = topk_touched(scores, touched, n, depth, out_ids, np.empty(depth, dtype=np.float32))
+    clear_touched(scores, touched, n)
+    if len(score_for):
+        scores[score_for] = 0.0
+    if info is not None:
+        info["method"] = f"maxscore ({n_full} of {n_full + len(remaining)} terms in full, {len(probe)} documents probed)"
     return out_ids[:got], extra
 
 
@@ -302,10 +384,58 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
     return out_ids[:got]
 
 
-def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher):
-    """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``."""
+BATCH_BLOCK = 8192  # document rows per matrix product in vector_legs
+
+
+def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions]) -> list:
+    """The vector leg of many queries at once: one float32 matrix product per block of rows.
+
+    Each query's best ``depth + 16`` rows by the product are rescored with the single-query
+    kernel and certified as in :func:`vector_leg` (the product and the kernel round
+    differently, by at most ``2 d 2^-23`` for unit vectors), so every ranking equals the
+    one :func:`vector_leg` gives. None for a query that must be answered alone (not
+    certified, or a store whose vector leg needs a dense pass: windows, thread context).
+    """
+    n_q = len(opts)
+    if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
+        return [None] * n_q
+    depth = max(o.depth for o in opts)
+    keep = depth + 16
+    heap_s = np.empty((n_q, keep), dtype=np.float32)
+    heap_i = np.empty((n_q, keep), dtype=np.int64)
+    heap_n = np.zeros(n_q, dtype=np.int64)
+    q = np.ascontiguousarray(qvecs, dtype=np.float32)
+    m = np.stack(masks)
+    for entry in snap.segments:
+        emb = entry.segment.embeddings
+        for r0 in range(0, len(emb), BATCH_BLOCK):
+            block = q @ emb[r0 : r0 + BATCH_BLOCK].T
+            batch_topk(block, m, entry.base + r0, keep, heap_s, heap_i, heap_n)
+    eps = 2 * q.shape[1] * 2.0**-23 * 1.01 + 1e-7
+    out: list = []
+    for b, opt in enumerate(opts):
+        n = int(heap_n[b])
+        ids = np.sort(heap_i[b, :n])
+        exact = _rescore(snap, ids, q[b])
+        top = TopK(opt.depth, dtype=np.float32)
+        for g, sc in zip(ids.tolist(), exact.tolist()):
+            top.n = heap_push(top.scores, top.ids, top.n, opt.depth, np.float32(sc), g)
+        certified = n < keep or (top.n == opt.depth and float(heap_s[b, 0]) + eps < float(top.scores[0]))
+        out.append(top.result()[0] if certified else None)
+    return out
+
+
+def run(
+    snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
+    mask: np.ndarray | None = None, vector: np.ndarray | None = None,
+):
+    """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
+
+    ``mask`` and ``vector`` (the vector leg's ranking) may come precomputed from a batch.
+    """
     t0 = time.perf_counter()
-    mask = candidate_mask(snap, opt)
+    if mask is None:
+        mask = candidate_mask(snap, opt)
     n_cand = int(np.count_nonzero(mask))
     timings = {"candidates": (time.perf_counter() - t0) * 1e3}
     weights = dict(zip(LEGS, opt.weights))
@@ -315,7 +445,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
 
     if (weights["lexical"] or len(tag_docs)) and n_cand and question:
         t = time.perf_counter()
-        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs)
+        linfo: dict = {}
+        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
         if weights["lexical"]:
             rankings["lexical"] = lex
         timings["lexical"] = (time.perf_counter() - t) * 1e3
@@ -329,8 +460,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        vinfo: dict = {}
-        rankings["vector"] = vector_leg(snap, qvec, mask, opt, vinfo)
+        vinfo: dict = {"method": "batch matrix product, exact rescore"}
+        rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}
@@ -344,6 +475,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
     }
     if "vector" in rankings:
         legs["vector"]["method"] = vinfo["method"]
+    if "lexical" in rankings:
+        legs["lexical"]["method"] = linfo.get("method", "")
     if opt.context:
         for leg in ("lexical", "vector"):
             legs[leg]["context"] = list(opt.context)

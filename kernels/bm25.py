@@ -134,3 +134,41 @@ def dense_topk(scores, mask, k, out_ids, out_scores):
             if n == k:
                 floor = hs[0]
     return heap_sorted(hs, hi, n, out_scores, out_ids)
+
+
+@njit(cache=True, nogil=True)
+def kth_touched(scores, touched, n_touched, k):
+    """The ``k``-th best score among the touched documents; 0.0 when fewer than ``k`` were touched."""
+    if k <= 0 or n_touched < k:
+        return 0.0
+    hs = np.empty(k, dtype=scores.dtype)
+    hi = np.empty(k, dtype=np.int64)
+    n = 0
+    for j in range(n_touched):
+        g = touched[j]
+        n = heap_push(hs, hi, n, k, scores[g], g)
+    return float(hs[0])
+
+
+@njit(cache=True, nogil=True)
+def bm25_probe(post_docs, post_tfs, start, end, weight, norms, k1, base, docs, scores):
+    """Add one term's contribution to the given documents only (MaxScore's non-essential terms).
+
+    ``docs``: sorted global ids inside this segment; each is looked up by binary search in the
+    term's run ``post_docs[start:end]`` (sorted rows), resuming where the previous one ended.
+    """
+    lo = start
+    for i in range(docs.shape[0]):
+        local = docs[i] - base
+        a = lo
+        b = end
+        while a < b:
+            m = (a + b) >> 1
+            if post_docs[m] < local:
+                a = m + 1
+            else:
+                b = m
+        lo = a
+        if a < end and post_docs[a] == local:
+            tf = float(post_tfs[a])
+            scores[docs[i]] += weight * tf * (k1 + 1.0) / (tf + norms[local])

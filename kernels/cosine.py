@@ -31,7 +31,9 @@ def masked_dot_topk(emb, query, mask, base, k, heap_scores, heap_ids, n_heap):
     for row in range(emb.shape[0]):
         g = base + row
         if mask[g]:
-            n_heap = heap_push(heap_scores, heap_ids, n_heap, k, _dot(emb[row], query), g)
+            s = _dot(emb[row], query)
+            if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
+                n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
     return n_heap
 
 
@@ -59,7 +61,7 @@ def _dot_i8(q, b):
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def masked_dot_topk_i8(q8, scale, query, mask, base, k, heap_scores, heap_ids, n_heap):
     """:func:`masked_dot_topk` over the int8 copy: approximate scores ``scale[r] * (q8[r] · query)``.
 
@@ -69,7 +71,13 @@ def masked_dot_topk_i8(q8, scale, query, mask, base, k, heap_scores, heap_ids, n
     for row in range(q8.shape[0]):
         g = base + row
         if mask[g]:
-            n_heap = heap_push(heap_scores, heap_ids, n_heap, k, scale[row] * _dot_i8(q8[row], query), g)
+            acc = np.float32(0.0)
+            for j in range(q8.shape[1]):
+                acc += np.float32(q8[row, j]) * query[j]
+            s = scale[row] * acc
+            # Most rows lose to the heap's worst: test that here, call the heap only for the rest.
+            if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
+                n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
     return n_heap
 
 
@@ -91,3 +99,23 @@ def rescore_exact(emb, rows, query, out):
     """``out[i] = emb[rows[i]] · query`` with the float32 kernel of the exact scan (same rounding)."""
     for i in range(rows.shape[0]):
         out[i] = _dot(emb[rows[i]], query)
+
+
+@njit(cache=True, nogil=True)
+def batch_topk(scores, masks, base, k, heap_scores, heap_ids, heap_n):
+    """Feed a block of precomputed scores of many queries into their heaps.
+
+    ``scores``: (queries, rows) for global rows ``base ..``; ``masks``: (queries, n_docs)
+    candidates; ``heap_*``: (queries, k) heaps and (queries,) fills, updated in place.
+    """
+    for b in range(scores.shape[0]):
+        n = heap_n[b]
+        hs = heap_scores[b]
+        hi = heap_ids[b]
+        for r in range(scores.shape[1]):
+            g = base + r
+            if masks[b, g]:
+                s = scores[b, r]
+                if n < k or s > hs[0] or (s == hs[0] and g > hi[0]):
+                    n = heap_push(hs, hi, n, k, s, g)
+        heap_n[b] = n

@@ -27,14 +27,18 @@ from crashkit import batch, check_store, long_run, stray_files
 
 WRITER = textwrap.dedent(
     """
-    import sys, tempfile
+    import os, sys, tempfile
     import mempp
     from crashkit import batch
     index = mempp.IndexConfig(window_stride=100)
-    # Warm up (numba kernels load on first use) in a scratch store, so kills land in commits, not in start-up.
+    # Warm up (numba kernels load on first use) in a scratch store, so kills land in commits, not in
+    # start-up; with no failpoint armed, which is meant for the real store.
+    failpoint = os.environ.pop("MEMPP_FAILPOINT", None)
     with tempfile.TemporaryDirectory() as scratch:
         with mempp.Store.open(scratch + "/w", embedder=mempp.HashEmbedder(), index=index) as w:
             w.add(batch(0, long=True))
+    if failpoint:
+        os.environ["MEMPP_FAILPOINT"] = failpoint
     with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=index) as s:
         print("ready", flush=True)
         b = int(sys.argv[2])
@@ -116,6 +120,7 @@ def test_kill_at_each_commit_step(tmp_path, step):
     assert "ack 2" not in out
     published = step in ("after_current_rename", "after_store_dir_fsync")
     assert check_store(path, [0, 1, 2] if published else [0, 1], long=True) is None
+    assert published or step == "before_commit" or stray_files(path)  # the kill hit this store's commit
     # the next writer cleans up and commits
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
         if not published:

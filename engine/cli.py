@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     p.add_argument("--k", type=int, default=5)
+
+    p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -289,10 +292,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(embedder=_embedder(args.embedder), k=args.k)
 
 
-COMMANDS = {"add": cmd_add, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from mempp.bench.speed import main as bench_main
+
+    return bench_main(args.rest)
+
+
+COMMANDS = {"add": cmd_add, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its options are its own (argparse REMAINDER drops a leading --option)
+        return cmd_bench(argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

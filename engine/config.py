@@ -29,10 +29,14 @@ class IndexConfig:
     ``window_stride``: None embeds the first window (256 tokens) only, as the reference
     does; a number also embeds windows starting every that many tokens, and a document
     scores as its best window in the vector leg.
+    ``vector_copy``: ``"int8"`` (the default) also stores an int8 copy of each embedding (a
+    quarter of the bytes), which the vector leg scans first and then rescores exactly, with
+    a certificate that the result equals the float32 scan's; None stores float32 only.
     """
 
     embed_template: str | None = None
     window_stride: int | None = None
+    vector_copy: str | None = "int8"
 
     def __post_init__(self) -> None:
         if self.embed_template is not None:
@@ -46,13 +50,16 @@ class IndexConfig:
                 )
         if self.window_stride is not None and (isinstance(self.window_stride, bool) or int(self.window_stride) < 1):
             raise ValidationError("expected an integer >= 1 or None", field="window_stride")
+        if self.vector_copy not in (None, "int8"):
+            raise ValidationError(f"expected 'int8' or None, got {self.vector_copy!r}", field="vector_copy")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "IndexConfig":
-        return cls(**(data or {}))
+        # Stores written before vector_copy existed have no int8 copy.
+        return cls(**{"vector_copy": None, **(data or {})})
 
     def render(self, text: str, **fields: str | None) -> str:
         if self.embed_template is None:

@@ -15,6 +15,7 @@ class ValidationError(MemppError, ValueError):
         if field is not None:
             where.append(f"field {field!r}")
         super().__init__(": ".join(where + [message]))
+        self.message = message
         self.field = field
         self.record = record
         self.key = key

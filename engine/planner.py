@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -12,8 +13,16 @@ import numpy as np
 
 from mempp.kernels import (
     TopK,
+    heap_push,
     bm25_accumulate,
+    bm25_accumulate_dense,
     bm25_idf,
+    bm25_probe,
+    dense_topk,
+    kth_touched,
+    i8_error_bound,
+    masked_dot_topk_i8,
+    rescore_exact,
     candidate_moments,
     clear_touched,
     context_topk,
@@ -32,6 +41,20 @@ from .types import LEGS
 
 K1 = 1.2
 B = 0.75
+DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumulates densely
+MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
+RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
+
+_buffers = threading.local()
+
+
+def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's BM25 accumulator (float32, all zero between queries) and touched list, of size >= n."""
+    scores = getattr(_buffers, "scores", None)
+    if scores is None or len(scores) < n:
+        scores = _buffers.scores = np.zeros(max(n, 1024), dtype=np.float32)
+        _buffers.touched = np.empty(len(scores), dtype=np.int64)
+    return scores, _buffers.touched
 
 
 @dataclass(frozen=True)
@@ -123,29 +146,68 @@ def context_scale(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
 
 
 # --- legs ------------------------------------------------------------------------------------------
-def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray):
-    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc."""
+def lexical_leg(
+    snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info: dict | None = None
+):
+    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc.
+
+    Three exact strategies: MaxScore (the rarest terms in full, the common ones only probed
+    for documents that can still reach the top ``depth``), dense accumulation (common terms,
+    no pruning possible) and sparse accumulation (few postings, or thread context).
+    ``info["method"]`` says which ran.
+    """
+    try:
+        return _lexical_leg(snap, question, mask, n_cand, opt, score_for, info)
+    except BaseException:
+        # An interrupt between accumulation and clean-up would leave this thread's accumulator dirty.
+        _buffers.__dict__.pop("scores", None)
+        raise
+
+
+def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(ids) == 0 or snap.n_docs == 0:
         return np.zeros(0, dtype=np.int64), extra
-    idf = bm25_idf(snap.n_docs, snap.global_df(ids))
-    scores = np.zeros(snap.n_docs, dtype=np.float32)
-    touched = np.empty(snap.n_docs, dtype=np.int64)
+    looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
+    df = np.zeros(len(ids), dtype=np.int64)
+    for _, _, _, dfs in looked:
+        df += dfs
+    idf = bm25_idf(snap.n_docs, df)
+    context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
+    full, touched = _scratch(snap.n_docs)
+    scores = full[: snap.n_docs]
     n = 0
     avgdl = snap.avg_length
-    for entry in snap.segments:
-        post = entry.postings
-        starts, ends, dfs = post.lookup(ids)
+    depth = opt.depth
+    if not context and len(ids) > 1:
+        done = _maxscore(snap, looked, idf, df, mask, depth, scores, touched, score_for, info)
+        if done is not None:
+            return done
+    if not context and df.sum() >= DENSE_SHARE * snap.n_docs:
+        if info is not None:
+            info["method"] = "dense"
+        for entry, starts, ends, dfs in looked:
+            if dfs.any():
+                post = entry.postings
+                bm25_accumulate_dense(post.docs, post.tfs, starts, ends, idf, entry.norms(avgdl, K1, B), K1, entry.base, scores)
+        if len(score_for):
+            extra = scores[score_for].astype(np.float64)
+        out_ids = np.empty(depth, dtype=np.int64)
+        got = dense_topk(scores, mask, depth, out_ids, np.empty(depth, dtype=np.float32))  # zeroes the accumulator
+        return out_ids[:got], extra
+    if info is not None:
+        info["method"] = "sparse" + (" with thread context" if context else "")
+    for entry, starts, ends, dfs in looked:
         if not dfs.any():
             continue
+        post = entry.postings
         n = bm25_accumulate(
             post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
         )
-    depth = opt.depth
     out_ids = np.empty(depth, dtype=np.int64)
-    if opt.context and n:
+    if context and n:
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
         mu, sigma = sparse_moments(scores, touched, n, n_cand)
@@ -171,6 +233,68 @@ def lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, op
     return out_ids[:got], extra
 
 
+def _maxscore(snap: Snapshot, looked, idf, df, mask, depth, scores, touched, score_for, info):
+    """MaxScore over the query terms, rarest first; None (accumulator clean) when it cannot prune cheaply.
+
+    A term adds at most ``idf * (k1 + 1)`` to any document. Once the ``depth``-th best score
+    so far exceeds what all remaining terms could add, no untouched document can enter the
+    top ``depth``: the remaining terms are only probed (binary search) for touched documents
+    that can still reach it, and for ``score_for``. Exact: the same top ``depth`` as full scoring.
+    """
+    order = np.argsort(-idf, kind="stable")
+    ub = idf[order] * (K1 + 1.0)
+    rest = np.concatenate([np.cumsum(ub[::-1])[::-1], [0.0]]) * (1 + 1e-6) + 1e-6  # margin for float32 rounding
+    budget = MAXSCORE_SHARE * snap.n_docs
+    avgdl = snap.avg_length
+    n = 0
+    processed = 0
+    for i, t in enumerate(order.tolist()):
+        if n >= depth:
+            theta = kth_touched(scores, touched, n, depth)
+            if rest[i] < theta:
+                return _probe_rest(snap, looked, idf, order[i:], rest[i], theta, depth, scores, touched, n, score_for, info, i)
+        if processed + df[t] > budget:
+            clear_touched(scores, touched, n)
+            return None
+        for entry, starts, ends, dfs in looked:
+            if dfs[t]:
+                post = entry.postings
+                n = bm25_accumulate(
+                    post.docs, post.tfs, starts[t : t + 1], ends[t : t + 1], idf[t : t + 1], entry.segment.lengths, avgdl, K1, B,
+                    mask, entry.base, scores, touched, n,
+                )
+        processed += int(df[t])
+    return _probe_rest(snap, looked, idf, order[:0], 0.0, 0.0, depth, scores, touched, n, score_for, info, len(order))
+
+
+def _probe_rest(snap, looked, idf, remaining, rest_ub, theta, depth, scores, touched, n, score_for, info, n_full):
+    cand = touched[:n]
+    probe = cand[scores[cand] + rest_ub >= theta] if len(remaining) else cand[:0]
+    if len(score_for):
+        probe = np.union1d(probe, score_for)
+    probe = np.sort(probe)
+    if len(remaining) and len(probe):
+        avgdl = snap.avg_length
+        cuts = np.searchsorted(probe, [e.base for e, *_ in looked] + [snap.n_docs])
+        for j, (entry, starts, ends, dfs) in enumerate(looked):
+            docs = probe[cuts[j] : cuts[j + 1]]
+            if not len(docs):
+                continue
+            norms = entry.norms(avgdl, K1, B)
+            for t in remaining.tolist():
+                if dfs[t]:
+                    bm25_probe(entry.postings.docs, entry.postings.tfs, starts[t], ends[t], idf[t], norms, K1, entry.base, docs, scores)
+    extra = scores[score_for].astype(np.float64) if len(score_for) else np.zeros(0, dtype=np.float64)
+    out_ids = np.empty(depth, dtype=np.int64)
+    got = topk_touched(scores, touched, n, depth, out_ids, np.empty(depth, dtype=np.float32))
+    clear_touched(scores, touched, n)
+    if len(score_for):
+        scores[score_for] = 0.0
+    if info is not None:
+        info["method"] = f"maxscore ({n_full} of {n_full + len(remaining)} terms in full, {len(probe)} documents probed)"
+    return out_ids[:got], extra
+
+
 def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarray:
     """Candidates written by the named authors (unranked; the caller orders them)."""
     codes = np.asarray(list(codes), dtype=np.int32)
@@ -180,33 +304,83 @@ def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarra
     return np.flatnonzero(hit).astype(np.int64)
 
 
-def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
-    """Exact masked cosine scan; top ``depth`` doc ids.
+def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None = None) -> np.ndarray:
+    """Top ``depth`` doc ids by cosine over the candidates, exactly.
 
     A document with extra window vectors scores as its best window; with thread context
     each score is lifted by its neighbours'. Both need every candidate's score (a dense
-    pass); otherwise a heap keeps the best ``depth`` during the scan.
+    pass). Otherwise a heap keeps the best ``depth`` during the scan, and segments with an
+    int8 copy are scanned through it: the best ``RESCORE x depth`` rows by approximate score
+    are rescored exactly, and the result is certified against the int8 error bound (a row
+    left out could not have entered the top ``depth``) or the scan is redone in float32.
+    ``info`` receives how the leg ran.
     """
     depth = opt.depth
-    if opt.context or snap.has_windows:
-        dense = np.zeros(snap.n_docs, dtype=np.float32)
-        for entry in snap.segments:
-            masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
-            if entry.window_rows is not None:
-                masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
-        mu, sigma = candidate_moments(dense, mask)
-        cands = np.flatnonzero(mask).astype(np.int64)
-        prev, nxt = snap.thread_links
-        out_ids = np.empty(depth, dtype=np.int64)
-        got = context_topk(
-            dense, mu, sigma, cands, len(cands), prev, nxt, np.asarray(opt.context, dtype=np.float64),
-            context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
-        )
-        return out_ids[:got]
-    heap = TopK(depth, dtype=np.float32)
+    if (opt.context and snap.has_threads) or snap.has_windows:
+        if info is not None:
+            info["method"] = "exact masked scan" + (" (best window)" if snap.has_windows else "")
+        return _dense_vector_leg(snap, query, mask, opt)
+    exact = TopK(depth, dtype=np.float32)
+    quant = [e for e in snap.segments if e.q8 is not None]
     for entry in snap.segments:
-        heap.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, heap.scores, heap.ids, heap.n)
-    return heap.result()[0]
+        if entry.q8 is None:
+            exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
+    if quant:
+        keep = max(RESCORE * depth, depth + 100)
+        approx = TopK(keep, dtype=np.float32)
+        for entry in quant:
+            approx.n = masked_dot_topk_i8(entry.q8, entry.q8_scale, query, mask, entry.base, keep, approx.scores, approx.ids, approx.n)
+        full = approx.n == keep
+        floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
+        ids = np.sort(approx.ids[: approx.n])
+        exact_scores = _rescore(snap, ids, query)
+        for g, sc in zip(ids.tolist(), exact_scores.tolist()):
+            exact.n = heap_push(exact.scores, exact.ids, exact.n, depth, np.float32(sc), g)
+        certified = True
+        if full and exact.n:
+            eps = max(i8_error_bound(e.q8_scale, query) for e in quant)
+            worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
+            # A row not kept has approximate <= floor, so exact <= floor + eps.
+            certified = floor + eps < worst_kept
+        if not certified:
+            exact = TopK(depth, dtype=np.float32)
+            for entry in snap.segments:
+                exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
+        if info is not None:
+            info["method"] = "int8 scan, exact rescore" + ("" if certified else ", not certified: exact rescan")
+    elif info is not None:
+        info["method"] = "exact masked scan"
+    return exact.result()[0]
+
+
+def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Exact float32 scores of sorted global ``ids``, with the scan's own kernel."""
+    out = np.empty(len(ids), dtype=np.float32)
+    starts = np.searchsorted(ids, [e.base for e in snap.segments] + [snap.n_docs])
+    for i, entry in enumerate(snap.segments):
+        a, b = starts[i], starts[i + 1]
+        if b > a:
+            rescore_exact(entry.segment.embeddings, ids[a:b] - entry.base, query, out[a:b])
+    return out
+
+
+def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
+    depth = opt.depth
+    dense = np.zeros(snap.n_docs, dtype=np.float32)
+    for entry in snap.segments:
+        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+        if entry.window_rows is not None:
+            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
+    mu, sigma = candidate_moments(dense, mask)
+    cands = np.flatnonzero(mask).astype(np.int64)
+    prev, nxt = snap.thread_links
+    out_ids = np.empty(depth, dtype=np.int64)
+    betas = np.asarray(opt.context if snap.has_threads else (), dtype=np.float64)
+    got = context_topk(
+        dense, mu, sigma, cands, len(cands), prev, nxt, betas,
+        context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
+    )
+    return out_ids[:got]
 
 
 def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher):
@@ -222,7 +396,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
 
     if (weights["lexical"] or len(tag_docs)) and n_cand and question:
         t = time.perf_counter()
-        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs)
+        linfo: dict = {}
+        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
         if weights["lexical"]:
             rankings["lexical"] = lex
         timings["lexical"] = (time.perf_counter() - t) * 1e3
@@ -236,7 +411,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        rankings["vector"] = vector_leg(snap, qvec, mask, opt)
+        vinfo: dict = {}
+        rankings["vector"] = vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}
@@ -248,9 +424,10 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}
         for leg in LEGS
     }
-    legs["vector"]["method"] = "exact masked scan" + (
-        " (best window)" if snap.has_windows else ""
-    )
+    if "vector" in rankings:
+        legs["vector"]["method"] = vinfo["method"]
+    if "lexical" in rankings:
+        legs["lexical"]["method"] = linfo.get("method", "")
     if opt.context:
         for leg in ("lexical", "vector"):
             legs[leg]["context"] = list(opt.context)

@@ -30,6 +30,8 @@ from mempp.storage import (
     read_manifest,
 )
 
+from mempp.kernels import quantize_rows
+
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
@@ -294,22 +296,46 @@ class Store:
         ``old`` and ``new`` are keys (the active version) or doc ids. Nothing is deleted:
         ``old`` stays the answer for questions as of dates before ``effective``.
         """
+        self._supersede([(old, new, effective)], many=False)
+
+    def supersede_many(self, events: Iterable[tuple]) -> None:
+        """Record many supersessions ``(old, new[, effective])`` as one commit (all or none).
+
+        Each event as in :meth:`supersede`; the first bad one raises a ``ValidationError``
+        naming its index (``record``) and nothing is written.
+        """
+        self._supersede(events, many=True)
+
+    def _supersede(self, events: Iterable[tuple], many: bool) -> None:
         self._check_writable()
         self._begin_write()
-        old_id = self._resolve(old, "old")
-        new_id = self._resolve(new, "new")
-        if old_id == new_id:
-            raise ValidationError("a document cannot supersede itself", field="new")
         recorded = now_us()
-        if effective is None:
-            d = int(self._snap.dates[new_id])
-            eff = d if d != NAT else recorded
-        else:
+        out = []
+        for i, event in enumerate(events):
+            if not isinstance(event, (tuple, list)) or len(event) not in (2, 3):
+                raise ValidationError("expected (old, new) or (old, new, effective)", field="event", record=i)
+            old, new, effective = (*event, None) if len(event) == 2 else event
+            where = i if many else None
             try:
-                eff = to_us(effective)
-            except (ValueError, TypeError, OverflowError) as exc:
-                raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective") from None
-        self._commit(CommitBatch(supersessions=[(old_id, new_id, eff, recorded)]))
+                old_id = self._resolve(old, "old")
+                new_id = self._resolve(new, "new")
+            except ValidationError as exc:
+                raise ValidationError(exc.message, field=exc.field, record=where) from None
+            except DocumentNotFound as exc:
+                raise DocumentNotFound(f"event {i}: {exc}" if many else str(exc)) from None
+            if old_id == new_id:
+                raise ValidationError("a document cannot supersede itself", field="new", record=where)
+            if effective is None:
+                d = int(self._snap.dates[new_id])
+                eff = d if d != NAT else recorded
+            else:
+                try:
+                    eff = to_us(effective)
+                except (ValueError, TypeError, OverflowError) as exc:
+                    raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective", record=where) from None
+            out.append((old_id, new_id, eff, recorded))
+        if out:
+            self._commit(CommitBatch(supersessions=out))
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -355,20 +381,16 @@ class Store:
         term_ids = self._snap.term_ids
         new_terms: dict[str, int] = {}
         base_terms = self._snap.n_terms
-        doc_terms = []
-        lengths = []
-        for r in rows:
-            toks = self._analyzer.terms(r.text)
-            ids = np.empty(len(toks), dtype=np.int64)
-            for j, t in enumerate(toks):
-                tid = term_ids.get(t)
+
+        def intern(term: str) -> int:
+            tid = term_ids.get(term)
+            if tid is None:
+                tid = new_terms.get(term)
                 if tid is None:
-                    tid = new_terms.get(t)
-                    if tid is None:
-                        tid = new_terms[t] = base_terms + len(new_terms)
-                ids[j] = tid
-            doc_terms.append(ids)
-            lengths.append(len(toks))
+                    tid = new_terms[term] = base_terms + len(new_terms)
+            return tid
+
+        flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
         columns = {
             "doc_id": list(range(first, first + n)),
             "key": [r.key for r in rows],
@@ -383,10 +405,15 @@ class Store:
             "fingerprint": [r.fingerprint for r in rows],
             "length": lengths,
         }
+        quantized = None
+        if n and self.index.vector_copy == "int8":
+            quantized = (np.empty(emb.shape, dtype=np.int8), np.empty(n, dtype=np.float32))
+            quantize_rows(emb, *quantized)
         return CommitBatch(
             columns=columns if n else None,
             embeddings=emb,
-            doc_terms=doc_terms,
+            quantized=quantized,
+            flat_terms=(flat, lengths),
             new_terms=list(new_terms),
             supersessions=sups,
             window_rows=win_rows,

@@ -10,8 +10,18 @@ ranks first.
 """
 
 from .topk import TopK, heap_push, heap_sorted
-from .bm25 import bm25_accumulate, bm25_idf, topk_touched, clear_touched
-from .cosine import masked_dot_topk
+from .bm25 import (
+    bm25_accumulate,
+    bm25_accumulate_dense,
+    bm25_idf,
+    bm25_norms,
+    bm25_probe,
+    clear_touched,
+    dense_topk,
+    kth_touched,
+    topk_touched,
+)
+from .cosine import i8_error_bound, masked_dot_topk, masked_dot_topk_i8, quantize_rows, rescore_exact
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
@@ -19,6 +29,15 @@ __all__ = [
     "heap_push",
     "heap_sorted",
     "bm25_accumulate",
+    "bm25_accumulate_dense",
+    "bm25_norms",
+    "bm25_probe",
+    "kth_touched",
+    "dense_topk",
+    "quantize_rows",
+    "masked_dot_topk_i8",
+    "rescore_exact",
+    "i8_error_bound",
     "bm25_idf",
     "topk_touched",
     "clear_touched",

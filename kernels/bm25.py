@@ -87,3 +87,88 @@ def clear_touched(scores, touched, n_touched):
         scores[touched[j]] = 0.0
 
 
+
+
+@njit(cache=True, nogil=True)
+def bm25_norms(doc_len, avgdl, k1, b, out):
+    """``out[i] = k1 * (1 - b + b * doc_len[i] / avgdl)``: the per-document part of the BM25 denominator."""
+    inv_avg = 1.0 / avgdl if avgdl > 0 else 0.0
+    for i in range(doc_len.shape[0]):
+        out[i] = k1 * (1.0 - b + b * doc_len[i] * inv_avg)
+
+
+@njit(cache=True, nogil=True)
+def bm25_accumulate_dense(post_docs, post_tfs, starts, ends, term_weights, norms, k1, base, scores):
+    """Add one segment's BM25 contributions for the query terms to ``scores``, for every document.
+
+    The branch-free form of :func:`bm25_accumulate` for queries whose postings cover a large
+    share of the store: no mask test and no touched list per posting (both mispredict on a
+    random candidate set); the mask is applied once, by :func:`dense_topk`. ``norms`` is
+    :func:`bm25_norms` of the segment's lengths. Same arithmetic, same order, same scores.
+    """
+    for t in range(starts.shape[0]):
+        w = term_weights[t]
+        for p in range(starts[t], ends[t]):
+            local = post_docs[p]
+            tf = float(post_tfs[p])
+            scores[base + local] += w * tf * (k1 + 1.0) / (tf + norms[local])
+
+
+@njit(cache=True, nogil=True)
+def dense_topk(scores, mask, k, out_ids, out_scores):
+    """Best ``k`` documents with a positive score among the masked ones, best first; return how many.
+
+    Zeroes ``scores`` as it goes, so the accumulator is ready for the next query. The mask
+    multiplies the score instead of branching (a random candidate set defeats the branch
+    predictor), and the heap is only called for a score that beats its current worst.
+    """
+    hs = np.empty(max(k, 1), dtype=scores.dtype)
+    hi = np.empty(max(k, 1), dtype=np.int64)
+    n = 0
+    floor = 0.0  # scores must be positive; once the heap is full, at least its worst
+    for g in range(scores.shape[0]):
+        s = scores[g] * (mask[g] != 0)
+        scores[g] = 0.0
+        if s > floor or (s == floor and s > 0.0 and n == k):
+            n = heap_push(hs, hi, n, k, s, g)
+            if n == k:
+                floor = hs[0]
+    return heap_sorted(hs, hi, n, out_scores, out_ids)
+
+
+@njit(cache=True, nogil=True)
+def kth_touched(scores, touched, n_touched, k):
+    """The ``k``-th best score among the touched documents; 0.0 when fewer than ``k`` were touched."""
+    if k <= 0 or n_touched < k:
+        return 0.0
+    hs = np.empty(k, dtype=scores.dtype)
+    hi = np.empty(k, dtype=np.int64)
+    n = 0
+    for j in range(n_touched):
+        g = touched[j]
+        n = heap_push(hs, hi, n, k, scores[g], g)
+    return float(hs[0])
+
+
+@njit(cache=True, nogil=True)
+def bm25_probe(post_docs, post_tfs, start, end, weight, norms, k1, base, docs, scores):
+    """Add one term's contribution to the given documents only (MaxScore's non-essential terms).
+
+    ``docs``: sorted global ids inside this segment; each is looked up by binary search in the
+    term's run ``post_docs[start:end]`` (sorted rows), resuming where the previous one ended.
+    """
+    lo = start
+    for i in range(docs.shape[0]):
+        local = docs[i] - base
+        a = lo
+        b = end
+        while a < b:
+            m = (a + b) >> 1
+            if post_docs[m] < local:
+                a = m + 1
+            else:
+                b = m
+        lo = a
+        if a < end and post_docs[a] == local:
+            tf = float(post_tfs[a])
+            scores[docs[i]] += weight * tf * (k1 + 1.0) / (tf + norms[local])

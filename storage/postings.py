@@ -50,6 +50,18 @@ class Postings:
         )
 
     @classmethod
+    def build_flat(cls, flat: np.ndarray, lengths: np.ndarray) -> "Postings":
+        """The same postings as :meth:`build`, from all rows' term ids back to back and each row's count."""
+        from mempp.kernels.invert import invert
+
+        if len(flat) == 0:
+            return cls.empty()
+        lo = int(flat.min())
+        flat = np.ascontiguousarray(flat - lo, dtype=np.int64)  # counting sort over the batch's id range only
+        terms, starts, dfs, docs, tfs = invert(flat, np.ascontiguousarray(lengths, dtype=np.int64), int(flat.max()) + 1)
+        return cls(terms=(terms.astype(np.int64) + lo).astype(np.int32), starts=starts, dfs=dfs, docs=docs, tfs=tfs)
+
+    @classmethod
     def empty(cls) -> "Postings":
         z32 = np.zeros(0, dtype=np.int32)
         return cls(z32, np.zeros(0, dtype=np.int64), z32, z32, np.zeros(0, dtype=np.uint32))

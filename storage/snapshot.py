@@ -30,6 +30,21 @@ class SegmentEntry:
     postings: Postings
     window_rows: np.ndarray | None = None  # int32 segment row of each extra window vector
     window_embeddings: np.ndarray | None = None  # (m, dim) float32, mapped
+    q8: np.ndarray | None = None  # (n, dim) int8 copy of the embeddings, mapped (IndexConfig.vector_copy)
+    q8_scale: np.ndarray | None = None  # float32 per row: embedding ≈ q8_scale * q8
+    _norms: tuple[float, np.ndarray] | None = None  # (avgdl, bm25_norms of the lengths), per snapshot statistics
+
+    def norms(self, avgdl: float, k1: float, b: float) -> np.ndarray:
+        """BM25 length norms of this segment's rows for the store-wide ``avgdl`` (cached)."""
+        from mempp.kernels import bm25_norms
+
+        cached = self._norms
+        if cached is not None and cached[0] == (avgdl, k1, b):
+            return cached[1]
+        out = np.empty(len(self.segment.lengths), dtype=np.float64)
+        bm25_norms(self.segment.lengths, avgdl, k1, b, out)
+        self._norms = ((avgdl, k1, b), out)
+        return out
 
     @property
     def base(self) -> int:
@@ -115,6 +130,11 @@ class Snapshot:
                         entry.window_rows = win.column("row").to_numpy()
                         chunk = win.column("embedding").combine_chunks()
                         entry.window_embeddings = chunk.values.to_numpy(zero_copy_only=True).reshape(len(win), -1)
+                    if "q8" in files:
+                        q8 = map_table(check_file(store, files["q8"], verify=False))
+                        chunk = q8.column("q").combine_chunks()
+                        entry.q8 = chunk.values.to_numpy(zero_copy_only=True).reshape(len(q8), -1)
+                        entry.q8_scale = q8.column("scale").combine_chunks().to_numpy(zero_copy_only=True)
                 self.segments.append(entry)
             if "dict" in files:
                 self.term_files.append(files["dict"].name)
@@ -169,6 +189,14 @@ class Snapshot:
                 nxt[order[:-1][same]] = order[1:][same]
             links = self._thread_links = (prev, nxt)
         return links
+
+    @property
+    def has_threads(self) -> bool:
+        """Whether any document has a thread neighbour (thread context can change a ranking)."""
+        out = getattr(self, "_has_threads", None)
+        if out is None:
+            out = self._has_threads = bool((self.thread_links[0] >= 0).any())
+        return out
 
     @property
     def has_windows(self) -> bool:

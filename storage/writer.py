@@ -31,10 +31,12 @@ class CommitBatch:
     columns: dict | None = None  # segment columns (see segment_schema), without "embedding"
     embeddings: np.ndarray | None = None
     doc_terms: list[np.ndarray] = field(default_factory=list)  # term ids per new row
+    flat_terms: tuple[np.ndarray, np.ndarray] | None = None  # or: all rows' term ids back to back, and each row's count
     new_terms: list[str] = field(default_factory=list)
     supersessions: list[tuple[int, int, int, int]] = field(default_factory=list)  # old, new, effective µs, recorded µs
     window_rows: np.ndarray | None = None  # segment row owning each extra window vector (long documents)
     window_embeddings: np.ndarray | None = None
+    quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
 
     @property
     def n_docs(self) -> int:
@@ -70,7 +72,8 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     total_length = int(previous["total_length"])
     if batch.n_docs:
         files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
-        post, index = Postings.build(batch.doc_terms).encode()
+        postings = Postings.build(batch.doc_terms) if batch.flat_terms is None else Postings.build_flat(*batch.flat_terms)
+        post, index = postings.encode()
         files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
         files["index"] = write_file(store, f"{stem}.terms.arrow", index).to_json()
         if batch.window_rows is not None and len(batch.window_rows):
@@ -83,6 +86,15 @@ def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                 }
             )
             files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
+        if batch.quantized is not None:
+            q8, scale = batch.quantized
+            table = pa.table(
+                {
+                    "q": pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(q8).reshape(-1), pa.int8()), q8.shape[1]),
+                    "scale": pa.array(scale, pa.float32()),
+                }
+            )
+            files["q8"] = write_file(store, f"{stem}.q8.arrow", encode_table(table)).to_json()
         entry["first_doc"] = int(batch.columns["doc_id"][0])
         entry["n_docs"] = batch.n_docs
         total_length += int(sum(batch.columns["length"]))

@@ -449,3 +449,20 @@ def test_candidate_mask_matches_query(tmp_path, as_of):
             ]
         )
         assert mask_ids(store, as_of) == query_ids(store, as_of)
+
+
+def test_supersede_many_is_one_commit_and_all_or_nothing(tmp_path):
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder())
+    s.add([{"key": k, "text": f"text {k}", "date": "2023-01-0%d" % (i + 1)} for i, k in enumerate("abcd")])
+    v = s.version
+    with pytest.raises(mempp.DocumentNotFound, match="event 1"):
+        s.supersede_many([("a", "b"), ("zz", "c")])
+    with pytest.raises(mempp.ValidationError, match="record 1.*effective"):
+        s.supersede_many([("a", "b"), ("c", "d", "not a date")])
+    assert s.version == v and len(s.query("text", k=10)) == 4
+    s.supersede_many([("a", "b"), ("c", "d", "2023-01-02")])
+    assert s.version == v + 1
+    assert sorted(h.key for h in s.query("text", k=10)) == ["b", "d"]
+    assert [h.key for h in s.query("text", k=10, as_of="2023-01-01")] == ["a"]
+    # c was retired from 2023-01-02, before d (dated 2023-01-04) existed
+    assert [h.key for h in s.query("text", k=10, as_of="2023-01-03")] == ["b"]

@@ -1,0 +1,311 @@
+"""``mempp bench``: mempp on the peers' speed workload, with the peers run beside it in one run.
+
+For each N (default 100,000): generate the workload (``mempp.bench.workload``, cached),
+build a store (documents with their embeddings supplied; the workload's inactive 10%
+retired by one ``supersede_many`` effective before every as-of date, so each query's
+candidates are exactly the workload's ``active & date <= as_of``), then
+
+- ingest rate (``Store.add`` only), store size on disk;
+- in a fresh process: open time (median of 3) and the query session's peak RSS;
+- per query, one thread, query embedding supplied: the candidate mask, the lexical leg,
+  the vector leg and the whole hybrid query (``Store.query``, default options), p50 / p95 /
+  QPS, with checks: masks equal the workload's, the lexical top 10 equal a numpy BM25
+  oracle's, the vector top 10 against an exact float32 numpy scan (recall@10);
+- memory bandwidth (numpy sum over 1 GiB, 1 thread, best of 5) and the vector legs'
+  effective scan rate against it;
+- the peers (``--peers DIR`` = ``shared/bench/peers``, run with ``--peer-python``, one
+  after another in child processes) and the ratio of each to mempp.
+
+``python -m mempp.bench.speed --n 100000 --json out.json`` (or ``mempp bench ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+DAY_US = 86_400 * 10**6
+
+
+def _ms(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples) * 1e3
+    return {"p50_ms": round(float(np.median(a)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3), "qps": round(1e3 / float(a.mean()), 1)}
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def membw_gbs() -> float:
+    a = np.ones(1 << 28, dtype=np.float32)  # 1 GiB
+    best = min(_timed(a.sum) for _ in range(5))
+    return round(a.nbytes / best / 1e9, 2)
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def build(n: int, path: Path, progress: bool = True) -> dict[str, Any]:
+    """Build the store of the workload's first ``n`` documents at ``path``; returns timings."""
+    import mempp
+    from mempp.progress import ProgressBar
+
+    from .workload import DAY0, load
+
+    w = load(n)
+    days = np.datetime_as_string(np.asarray(w.dates).astype("datetime64[D]"))
+    store = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=384))  # embeddings are supplied
+    step = 50_000
+    add_s = 0.0
+    bar = ProgressBar(n, "ingest", enabled=progress)
+    for a in range(0, n, step):
+        texts = w.texts(a, min(n, a + step))
+        docs = [{"text": t, "date": str(days[a + i])} for i, t in enumerate(texts)]
+        emb = np.ascontiguousarray(w.emb[a : a + len(docs)])
+        t = time.perf_counter()
+        store.add(docs, embeddings=emb)
+        add_s += time.perf_counter() - t
+        bar.update(len(docs))
+    bar.close()
+    inactive = np.flatnonzero(~np.asarray(w.active))
+    retired_by = (inactive + 1) % n  # any other document; the event is what retires it
+    before = str(np.datetime64(DAY0 - 1, "D"))
+    t = time.perf_counter()
+    store.supersede_many([(int(o), int(r), before) for o, r in zip(inactive, retired_by)])
+    sup_s = time.perf_counter() - t
+    store.close()
+    return {"ingest_docs_per_s": round(n / add_s, 1), "ingest_s": round(add_s, 2), "supersede_s": round(sup_s, 2), "store_mb": round(_du(path) / 1e6, 1)}
+
+
+def _bm25_oracle(w, q: int, n: int, mask: np.ndarray, k: int = 10) -> list[int]:
+    """Top ``k`` by BM25 (k1 1.2, b 0.75, Lucene idf) from the workload's tokens, in numpy."""
+    toks = np.asarray(w.toks[: w.offs[n]])
+    lengths = np.diff(np.asarray(w.offs[: n + 1])).astype(np.float64)
+    doc_of = np.repeat(np.arange(n), np.diff(np.asarray(w.offs[: n + 1])))
+    scores = np.zeros(n)
+    avgdl = lengths.mean()
+    for t in sorted(set(int(x) for x in w.qtok[q])):
+        tf = np.bincount(doc_of[toks == t], minlength=n).astype(np.float64)
+        df = np.count_nonzero(tf)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        scores += np.where(tf > 0, idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * lengths / avgdl)), 0.0)
+    scores[~mask] = 0
+    cand = np.flatnonzero(scores > 0)
+    order = sorted(cand.tolist(), key=lambda g: (-scores[g], -g))
+    return order[:k]
+
+
+def session(path: Path, n: int, queries: int, check: int) -> dict[str, Any]:
+    """Open the store and run the workload's queries; the caller runs this in a fresh process."""
+    t = time.perf_counter()
+    import mempp
+    from mempp import planner as P
+
+    from .workload import load
+
+    import_s = time.perf_counter() - t
+    opens = []
+    for _ in range(3):
+        t = time.perf_counter()
+        store = mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=384))
+        opens.append(time.perf_counter() - t)
+        if _ < 2:
+            store.close()
+    snap = store._snap
+    w = load(n)  # memory-mapped embeddings; the queries' arrays are small
+    mask_t, lex_t, vec_t, all_t = [], [], [], []
+    methods: dict[str, int] = {}
+    qemb = np.array(w.qemb, dtype=np.float32)
+    qtexts = [w.query_text(q) for q in range(len(w.as_of))]
+    as_of = np.asarray(w.as_of).tolist()
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for q in range(min(queries, len(as_of))):
+        as_of_day = str(np.datetime64(as_of[q], "D"))
+        opt = P.QueryOptions(k=10, as_of=(as_of[q] + 1) * DAY_US - 1)
+        t0 = time.perf_counter()
+        mask = P.candidate_mask(snap, opt)
+        n_cand = int(np.count_nonzero(mask))
+        t1 = time.perf_counter()
+        lex, _ = P.lexical_leg(snap, qtexts[q], mask, n_cand, opt, np.zeros(0, dtype=np.int64))
+        t2 = time.perf_counter()
+        info: dict = {}
+        vec = P.vector_leg(snap, qemb[q], mask, opt, info)
+        t3 = time.perf_counter()
+        store.query(qtexts[q], embedding=qemb[q], as_of=as_of_day, k=10)
+        t4 = time.perf_counter()
+        mask_t.append(t1 - t0)
+        lex_t.append(t2 - t1)
+        vec_t.append(t3 - t2)
+        all_t.append(t4 - t3)
+        methods[info.get("method", "?")] = methods.get(info.get("method", "?"), 0) + 1
+        if q < check:
+            kept.append((mask.copy(), lex[:10].copy(), vec[:10].copy()))
+    hwm = 0.0  # the query session's peak, before the checks below load the workload's arrays
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                hwm = int(line.split()[1]) / 1024
+    mask_ok = lex_ok = 0
+    recall = []
+    for q, (mask, lex, vec) in enumerate(kept):
+        want_mask = np.asarray(w.active[:n]) & (np.asarray(w.dates[:n]) <= w.as_of[q])
+        mask_ok += bool(np.array_equal(mask.view(bool), want_mask))
+        lex_ok += lex.tolist() == _bm25_oracle(w, q, n, want_mask)
+        sc = np.asarray(w.emb[:n]) @ qemb[q]
+        sc[~want_mask] = -np.inf
+        truth = set(np.argsort(-sc, kind="stable")[: min(10, int(want_mask.sum()))].tolist())
+        if truth:  # as the peers count it: the share of the true top 10 (or of all candidates, when fewer)
+            recall.append(len(truth & set(vec.tolist())) / len(truth))
+    return {
+        "open_s": round(float(np.median(opens)), 4),
+        "import_s": round(import_s, 3),
+        "mask": _ms(mask_t),
+        "lexical": _ms(lex_t),
+        "vector": _ms(vec_t),
+        "hybrid": _ms(all_t),
+        "vector_methods": methods,
+        "checked_queries": min(check, queries),
+        "masks_equal_workload": mask_ok,
+        "lexical_top10_equal_numpy_oracle": lex_ok,
+        "vector_recall10_vs_float32": round(float(np.mean(recall)), 4) if recall else None,
+        "peak_rss_mb": round(hwm, 1),
+        "candidates_mean_frac": round(float(np.mean(w.cand_frac())), 3),
+    }
+
+
+def run_peers(peers: Path, python: str, n: int, tools: list[str]) -> dict[str, Any]:
+    """Run the peers' scripts one after another; the JSON lines they record, by tool and variant."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp) / "results.jsonl"
+        env = {**os.environ, "PERF_RESULTS": str(results)}
+        for tool in tools:
+            script, args = {
+                "bm25s": ("bench_bm25.py", [str(n), "bm25s"]),
+                "tantivy": ("bench_bm25.py", [str(n), "tantivy"]),
+                "scipy": ("bench_bm25.py", [str(n), "scipy"]),
+                "numpy-exact": ("bench_exact.py", [str(n)]),
+                "hnswlib": ("bench_ann.py", [str(n), "hnswlib"]),
+                "lancedb": ("bench_lancedb.py", [str(n)]),
+            }[tool]
+            t = time.perf_counter()
+            proc = subprocess.run([python, str(peers / script), *args], env=env, capture_output=True, text=True)
+            rows = []
+            if results.exists():
+                rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+                results.unlink()
+            out[tool] = {"rc": proc.returncode, "wall_s": round(time.perf_counter() - t, 1), "rows": rows}
+            if proc.returncode:
+                out[tool]["stderr"] = proc.stderr[-2000:]
+    return out
+
+
+def _peer_p50(peers: dict[str, Any], tool: str, bench: str, variant_prefix: str) -> float | None:
+    for row in peers.get(tool, {}).get("rows", []):
+        if row.get("bench") == bench and str(row.get("variant", "")).startswith(variant_prefix) and "p50_ms" in row:
+            return float(row["p50_ms"])
+    return None
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = ["| N | what | p50 ms | p95 ms | QPS | note |", "|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        n = f"{r['n']:,}"
+        s = r["session"]
+        lines.append(f"| {n} | ingest, embeddings supplied | | | | {r['build']['ingest_docs_per_s']:,.0f} docs/s |")
+        lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB |")
+        for leg in ("mask", "lexical", "vector", "hybrid"):
+            x = s[leg]
+            note = ""
+            if leg == "lexical":
+                note = f"top 10 = numpy oracle in {s['lexical_top10_equal_numpy_oracle']}/{s['checked_queries']}"
+                p = r.get("ratios", {}).get("lexical_vs_bm25s")
+                if p:
+                    note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
+            if leg == "vector":
+                note = f"recall@10 vs float32 {s['vector_recall10_vs_float32']}; {r.get('vector_gbs', '')} GB/s effective of {report['membw_gbs']} GB/s"
+            if leg == "mask":
+                note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"
+            lines.append(f"| {n} | {leg} | {x['p50_ms']} | {x['p95_ms']} | {x['qps']:,.0f} | {note} |")
+        for tool, peer in r.get("peers", {}).items():
+            for row in peer.get("rows", []):
+                if "p50_ms" in row:
+                    lines.append(f"| {n} | peer {tool}: {row.get('variant', row.get('bench'))} | {row['p50_ms']} | | {row.get('qps_1t', '')} | build {row.get('build_s', '')} s |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mempp bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, action="append", help="store sizes (repeatable; default 100000)")
+    p.add_argument("--queries", type=int, default=1000)
+    p.add_argument("--check", type=int, default=50, help="queries checked against the numpy oracles")
+    p.add_argument("--dir", default=None, help="where to build stores (kept and reused); default a temporary directory")
+    p.add_argument("--peers", default=None, help="the peers' benchmark folder (shared/bench/peers)")
+    p.add_argument("--peer-python", default=sys.executable, help="python with the peers' packages installed")
+    p.add_argument("--peer-tools", default="bm25s", help="comma-separated: bm25s,tantivy,scipy,numpy-exact,hnswlib,lancedb")
+    p.add_argument("--json", default=None, help="write the report here as JSON")
+    p.add_argument("--session", default=None, help=argparse.SUPPRESS)  # internal: the fresh query process
+    args = p.parse_args(argv)
+    sizes = args.n or [100_000]
+    if args.session:
+        print(json.dumps(session(Path(args.session), sizes[0], args.queries, args.check)))
+        return 0
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="mempp-bench-"))
+    report: dict[str, Any] = {"membw_gbs": membw_gbs(), "runs": []}
+    try:
+        for n in sizes:
+            path = root / f"n{n}"
+            if (path / "CURRENT").exists():
+                built = json.loads((root / f"n{n}.build.json").read_text())
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+                built = build(n, path)
+                (root / f"n{n}.build.json").write_text(json.dumps(built))
+            proc = subprocess.run(
+                [sys.executable, "-m", "mempp.bench.speed", "--session", str(path), "--n", str(n), "--queries", str(args.queries), "--check", str(args.check)],
+                capture_output=True, text=True,
+            )
+            if proc.returncode:
+                raise SystemExit(f"query session failed:\n{proc.stderr[-3000:]}")
+            sess = json.loads(proc.stdout.strip().splitlines()[-1])
+            run: dict[str, Any] = {"n": n, "build": built, "session": sess}
+            frac = sess["candidates_mean_frac"]
+            # Bytes the int8 scan reads per query: candidates x 384 (plus the rescore, negligible).
+            run["vector_gbs"] = round(frac * n * 384 / (sess["vector"]["p50_ms"] / 1e3) / 1e9, 2)
+            if args.peers:
+                peers = run_peers(Path(args.peers), args.peer_python, n, [t for t in args.peer_tools.split(",") if t])
+                run["peers"] = peers
+                ratios = {}
+                bm = _peer_p50(peers, "bm25s", "bm25", "filtered")
+                if bm:
+                    ratios["lexical_vs_bm25s"] = {"peer_ms": bm, "speedup": round(bm / sess["lexical"]["p50_ms"], 2)}
+                tv = _peer_p50(peers, "tantivy", "bm25", "filtered")
+                if tv:
+                    ratios["lexical_vs_tantivy"] = {"peer_ms": tv, "speedup": round(tv / sess["lexical"]["p50_ms"], 2)}
+                run["ratios"] = ratios
+            report["runs"].append(run)
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    print(table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""The speed workload of ``shared/bench/peers`` (seed 0), generated here so ``mempp bench`` needs no checkout.
+
+The specification is the peers' (``shared/bench/peers/workload.py``); a test
+checks the arrays are identical when that file is present:
+
+- N documents of Zipf(1.1) word ids over a 50,000-word vocabulary ("w123"),
+  50 to 200 words each, generated in chunks of 100,000 with their own RNG
+  streams, so 100k is an exact prefix of 1M;
+- dates uniform in 2021-01-01..2023-12-31 (days since the epoch), 10% inactive;
+- 384-d unit embeddings, isotropic (``clustered=False``) or, for ANN recall,
+  drawn around 1,000 cluster centres (``clustered=True``, our variant);
+- 1,000 queries of 4 words, a unit vector and an as-of day; the candidates of
+  query q are ``active & (dates <= as_of[q])`` (about 44% on average).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+VOCAB = 50_000
+ZIPF_S = 1.1
+DIM = 384
+LEN_MIN, LEN_MAX = 50, 200
+DAY0, DAY1 = 18628, 19722  # 2021-01-01, 2023-12-31
+INACTIVE_FRAC = 0.10
+NQ, QLEN = 1000, 4
+CHUNK = 100_000
+SEED = 0
+N_CLUSTERS = 1000
+CLUSTER_SPREAD = 0.35  # noise norm relative to the unit centre (before renormalising)
+
+_LEN, _TOK, _DATE, _ACT, _EMB = 1, 2, 3, 4, 5
+_CLUSTER = 77  # our stream for the clustered variant
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("PERF_DATA", os.path.expanduser("~/.cache/mempp-perfdata")))
+
+
+def zipf_cdf() -> np.ndarray:
+    p = np.arange(1, VOCAB + 1, dtype=np.float64) ** (-ZIPF_S)
+    c = np.cumsum(p)
+    return c / c[-1]
+
+
+def _zipf(rng: np.random.Generator, n: int, cdf: np.ndarray) -> np.ndarray:
+    return np.searchsorted(cdf, rng.random(n), side="right").astype(np.int32)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def _centres() -> np.ndarray:
+    rng = np.random.default_rng([SEED, _CLUSTER])
+    return _unit(rng.standard_normal((N_CLUSTERS, DIM), dtype=np.float32))
+
+
+def _clustered(rng: np.random.Generator, n: int, centres: np.ndarray) -> np.ndarray:
+    # Cluster sizes follow a Zipf-like law, as topics in an organisation's documents do.
+    weights = 1.0 / np.arange(1, len(centres) + 1) ** 0.7
+    which = rng.choice(len(centres), size=n, p=weights / weights.sum())
+    noise = rng.standard_normal((n, DIM), dtype=np.float32) * np.float32(CLUSTER_SPREAD / np.sqrt(DIM))
+    return _unit(centres[which] + noise)
+
+
+def _chunk(c: int, n: int, cdf: np.ndarray, centres: np.ndarray | None):
+    def rng(component: int) -> np.random.Generator:
+        return np.random.default_rng([SEED, component, c])
+
+    lens = rng(_LEN).integers(LEN_MIN, LEN_MAX + 1, size=n).astype(np.int32)
+    toks = _zipf(rng(_TOK), int(lens.sum()), cdf)
+    dates = rng(_DATE).integers(DAY0, DAY1 + 1, size=n).astype(np.int32)
+    active = rng(_ACT).random(n) >= INACTIVE_FRAC
+    if centres is None:
+        emb = _unit(rng(_EMB).standard_normal((n, DIM), dtype=np.float32))
+    else:
+        emb = _clustered(np.random.default_rng([SEED, _CLUSTER, c]), n, centres)
+    return lens, toks, dates, active, emb
+
+
+@dataclass
+class Workload:
+    n: int
+    clustered: bool
+    offs: np.ndarray  # int64 (n + 1) token offsets
+    toks: np.ndarray  # int32 word ids
+    dates: np.ndarray  # int32 days since the epoch
+    active: np.ndarray  # bool
+    emb: np.ndarray  # (n, DIM) float32 unit rows
+    qtok: np.ndarray  # (NQ, QLEN) int32
+    qemb: np.ndarray  # (NQ, DIM) float32
+    as_of: np.ndarray  # (NQ,) int32 days
+
+    def texts(self, start: int = 0, stop: int | None = None) -> list[str]:
+        words = np.array([f"w{i}" for i in range(VOCAB)], dtype=object)
+        stop = self.n if stop is None else stop
+        toks, offs = self.toks, self.offs
+        return [" ".join(words[toks[offs[i] : offs[i + 1]]]) for i in range(start, stop)]
+
+    def query_text(self, q: int) -> str:
+        return " ".join(f"w{t}" for t in self.qtok[q])
+
+    def candidate_mask(self, q: int) -> np.ndarray:
+        return self.active & (self.dates <= self.as_of[q])
+
+    def cand_frac(self) -> np.ndarray:
+        order = np.sort(self.dates[self.active])
+        return np.searchsorted(order, self.as_of, side="right") / self.n
+
+
+_NAMES = ("offs", "toks", "dates", "active", "emb", "qtok", "qemb", "as_of")
+
+
+def generate(n: int, clustered: bool = False) -> Workload:
+    if n >= CHUNK and n % CHUNK:
+        raise ValueError(f"n={n}: use a multiple of {CHUNK} (or fewer than {CHUNK})")
+    cdf = zipf_cdf()
+    centres = _centres() if clustered else None
+    parts = []
+    done = c = 0
+    while done < n:
+        m = min(CHUNK, n - done)
+        parts.append(_chunk(c, m, cdf, centres))
+        done += m
+        c += 1
+    lens, toks, dates, active, emb = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offs[1:])
+    qr = np.random.default_rng([SEED, 99])
+    qtok = _zipf(qr, NQ * QLEN, cdf).reshape(NQ, QLEN)
+    qemb = _unit(qr.standard_normal((NQ, DIM), dtype=np.float32))
+    as_of = qr.integers(DAY0, DAY1 + 1, size=NQ).astype(np.int32)
+    if clustered:
+        # Queries near the documents' topics: a cluster centre plus the same noise.
+        qemb = _clustered(np.random.default_rng([SEED, _CLUSTER, 99]), NQ, centres)
+    return Workload(n, clustered, offs, toks, dates, active, emb, qtok, qemb, as_of)
+
+
+def load(n: int, clustered: bool = False) -> Workload:
+    """The workload of ``n`` documents, cached as .npy files under ``$PERF_DATA``."""
+    d = _cache_dir() / (f"n{n}" + ("-clustered" if clustered else ""))
+    if not all((d / f"{k}.npy").exists() for k in _NAMES):
+        w = generate(n, clustered)
+        d.mkdir(parents=True, exist_ok=True)
+        for k in _NAMES:
+            tmp = d / f".{k}.tmp.npy"
+            np.save(tmp, getattr(w, k))
+            os.replace(tmp, d / f"{k}.npy")
+        return w
+    arrs = {k: np.load(d / f"{k}.npy", mmap_mode="r" if k == "emb" else None, allow_pickle=False) for k in _NAMES}
+    return Workload(n=n, clustered=clustered, **arrs)

@@ -1,0 +1,53 @@
+"""``mempp bench`` end to end on a small store: its checks are oracles (workload masks, numpy BM25, float32 scan)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mempp.bench import workload as W
+from mempp.cli import main
+
+from conftest import SHARED
+
+PEERS = SHARED / "bench" / "peers" if SHARED is not None else None
+
+
+@pytest.mark.skipif(PEERS is None or not (PEERS / "workload.py").exists(), reason="shared/bench/peers/workload.py not found (CI has it)")
+def test_workload_is_the_peers_workload():
+    sys.path.insert(0, str(PEERS))
+    try:
+        import workload as peers
+    finally:
+        sys.path.remove(str(PEERS))
+    ours = W.generate(3000)
+    theirs = peers.generate(3000)
+    for name in ("offs", "toks", "dates", "active", "emb", "qtok", "qemb", "as_of"):
+        assert np.array_equal(getattr(ours, name), theirs[name]), name
+
+
+def test_clustered_variant_shares_everything_but_the_vectors():
+    a, b = W.generate(2000), W.generate(2000, clustered=True)
+    for name in ("offs", "toks", "dates", "active", "qtok", "as_of"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert np.allclose(np.linalg.norm(b.emb, axis=1), 1, atol=1e-5)
+    # queries sit near document clusters: their best match is far closer than on isotropic vectors
+    assert np.median((b.emb @ b.qemb[:50].T).max(0)) > 0.5 > np.median((a.emb @ a.qemb[:50].T).max(0))
+
+
+@pytest.mark.slow
+def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PERF_DATA", str(tmp_path / "data"))
+    out = tmp_path / "report.json"
+    assert main(["bench", "--n", "3000", "--queries", "40", "--check", "40", "--dir", str(tmp_path / "stores"), "--json", str(out)]) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    s = run["session"]
+    assert s["masks_equal_workload"] == 40
+    assert s["lexical_top10_equal_numpy_oracle"] == 40
+    assert s["vector_recall10_vs_float32"] == 1.0
+    assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
+    assert "| 3,000 | hybrid |" in capsys.readouterr().out

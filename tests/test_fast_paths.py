@@ -1,0 +1,210 @@
+"""The fast paths of the read path against the plain ones they replace.
+
+- dense BM25 accumulation (no per-posting mask test) against the sparse, masked kernel;
+- the int8 copy: its error bound holds, and the vector leg that scans it and rescores
+  exactly returns what the float32 scan returns, certified or by falling back;
+- the lexical leg of a store, whichever path it takes, against a numpy BM25 oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import mempp
+from mempp import planner as P
+from mempp.config import IndexConfig
+from mempp.kernels import (
+    TopK,
+    bm25_accumulate_dense,
+    bm25_idf,
+    bm25_norms,
+    dense_topk,
+    i8_error_bound,
+    masked_dot_topk,
+    masked_dot_topk_i8,
+    quantize_rows,
+)
+
+from test_kernels import K1, B, SETTINGS, bm25_cases, build_postings, run_bm25
+
+DIM = 16
+
+
+@SETTINGS
+@given(bm25_cases(), st.sampled_from([np.uint8, np.bool_]))
+def test_dense_bm25_equals_sparse_kernel(case, mask_dtype):
+    docs, query, mask_list, k = case
+    n = sum(len(s) for s in docs)
+    assume(n > 0)
+    mask = np.array(mask_list, dtype=mask_dtype)
+    want_ids, want_scores, _, _ = run_bm25(docs, query, mask, k, np.zeros(n, np.float32), np.empty(n, np.int64))
+
+    flat = [toks for seg in docs for toks in seg]
+    n_terms = max([max(t) for t in flat if t] + query + [0]) + 1
+    avgdl = sum(len(t) for t in flat) / n
+    weights = bm25_idf(n, np.array([sum(1 for toks in flat if t in toks) for t in query], dtype=np.int64))
+    q = np.array(query, dtype=np.int64)
+    scores = np.zeros(n, dtype=np.float32)
+    base = 0
+    for seg in docs:
+        p_docs, p_tfs, term_starts = build_postings(seg, n_terms)
+        norms = np.empty(len(seg))
+        bm25_norms(np.array([len(t) for t in seg], dtype=np.float32), avgdl, K1, B, norms)
+        starts = np.array([term_starts[t] for t in q], dtype=np.int64)
+        ends = np.array([term_starts[t + 1] for t in q], dtype=np.int64)
+        bm25_accumulate_dense(p_docs, p_tfs, starts, ends, weights, norms, K1, base, scores)
+        base += len(seg)
+    ids = np.empty(k, dtype=np.int64)
+    top = np.empty(k, dtype=np.float32)
+    m = dense_topk(scores, mask, k, ids, top)
+    assert ids[:m].tolist() == want_ids.tolist()
+    assert top[:m].tolist() == want_scores.tolist()  # same arithmetic, same order: bit for bit
+    assert not scores.any()  # ready for the next query
+
+
+def unit_rows(rng, n, d=DIM):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 384]), st.floats(1e-3, 1e3))
+def test_int8_scores_within_the_error_bound(seed, n, d, magnitude):
+    rng = np.random.default_rng(seed)
+    emb = unit_rows(rng, n, d) * np.float32(magnitude)
+    emb[0, :] = 0.0  # an all-zero row
+    query = unit_rows(rng, 1, d)[0]
+    q8 = np.empty(emb.shape, dtype=np.int8)
+    scale = np.empty(n, dtype=np.float32)
+    quantize_rows(emb, q8, scale)
+    approx = scale * (q8.astype(np.float64) @ query.astype(np.float64))
+    exact = emb.astype(np.float64) @ query.astype(np.float64)
+    assert np.abs(approx - exact).max() <= i8_error_bound(scale, query)
+    # The kernel scores the same rows, best first.
+    mask = np.ones(n, dtype=np.uint8)
+    heap = TopK(n)
+    heap.n = masked_dot_topk_i8(q8, scale, query, mask, 0, n, heap.scores, heap.ids, heap.n)
+    ids, got = heap.result()
+    assert sorted(ids.tolist()) == list(range(n))
+    assert np.allclose(got, approx[ids], rtol=1e-4, atol=1e-5 * magnitude)
+
+
+def _store(path, emb, texts, vector_copy):
+    s = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=emb.shape[1]), index=IndexConfig(vector_copy=vector_copy))
+    docs = [{"text": t, "date": f"2023-01-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]
+    for a in range(0, len(docs), 250):  # several segments
+        s.add(docs[a : a + 250], embeddings=emb[a : a + 250])
+    return s
+
+
+@pytest.mark.parametrize("kind", ["isotropic", "clustered", "duplicates"])
+def test_int8_vector_leg_equals_float32_scan(tmp_path, kind):
+    rng = np.random.default_rng(1)
+    n = 900
+    if kind == "isotropic":
+        emb = unit_rows(rng, n)
+    elif kind == "clustered":  # tight clusters: small gaps between neighbours' scores
+        centres = unit_rows(rng, 5)
+        emb = centres[rng.integers(0, 5, n)] + 0.02 * rng.standard_normal((n, DIM)).astype(np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    else:  # near-ties everywhere (gaps below the int8 error): no certificate, the leg must rescan
+        emb = np.repeat(unit_rows(rng, 1), n, axis=0) + 1e-4 * rng.standard_normal((n, DIM)).astype(np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    texts = [f"document {i} about topic {i % 7}" for i in range(n)]
+    q8 = _store(tmp_path / "q8", emb, texts, "int8")
+    f32 = _store(tmp_path / "f32", emb, texts, None)
+    assert all(e.q8 is not None for e in q8._snap.segments) and all(e.q8 is None for e in f32._snap.segments)
+    methods = set()
+    for i in range(25):
+        query = unit_rows(rng, 1)[0] if i % 2 else emb[rng.integers(n)]
+        for as_of in (None, "2023-01-10"):
+            opt = P.QueryOptions(as_of=None if as_of is None else mempp.dates.to_us(as_of + "T23:59:59"), depth=50)
+            mask = P.candidate_mask(q8._snap, opt)
+            info: dict = {}
+            got = P.vector_leg(q8._snap, query, mask, opt, info)
+            want = P.vector_leg(f32._snap, query, mask, opt)
+            assert got.tolist() == want.tolist()
+            methods.add(info["method"])
+            # And the float32 scan is the brute-force ranking (score desc, then id desc).
+            sc = emb @ query
+            order = sorted(np.flatnonzero(mask), key=lambda g: (-sc[g], -g))
+            assert np.allclose(sc[want], sc[order[: len(want)]], atol=1e-6)
+    if kind == "duplicates":
+        assert any("not certified" in m for m in methods)
+    else:
+        assert "int8 scan, exact rescore" in methods
+
+
+def _bm25_store_oracle(texts, query_terms, valid):
+    analyzer = mempp.storage.Analyzer()
+    toks = [analyzer.terms(t) for t in texts]
+    n = len(toks)
+    avgdl = sum(map(len, toks)) / n
+    out = {}
+    for g, ts in enumerate(toks):
+        if not valid[g]:
+            continue
+        tf = Counter(ts)
+        s = 0.0
+        for t in query_terms:
+            if tf[t]:
+                df = sum(1 for o in toks if t in o)
+                s += math.log(1 + (n - df + 0.5) / (df + 0.5)) * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(ts) / avgdl))
+        if s > 0:
+            out[g] = s
+    return out
+
+
+def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
+    rng = np.random.default_rng(3)
+    vocab = [f"word{i}" for i in range(300)]
+    p = 1.0 / np.arange(1, 301) ** 1.1
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(3, 30), p=p / p.sum())) for _ in range(700)]
+    s = _store(tmp_path / "s", unit_rows(rng, 700), texts, "int8")
+    snap = s._snap
+    methods = []
+    questions = ["word0 word1", "word5", "word250 word299", "word0 word290", "word1 word2 word3 word280", "word0 word1 word2 word3", "absent"]
+    questions += [" ".join(rng.choice(vocab, size=rng.integers(1, 6), p=p / p.sum())) for _ in range(40)]
+    for question in questions:
+        terms = sorted(set(snap.analyzer.terms(question)))
+        for as_of in (None, "2023-01-05"):
+            for depth in (5, 20):
+                opt = P.QueryOptions(as_of=None if as_of is None else mempp.dates.to_us(as_of + "T23:59:59"), depth=depth)
+                mask = P.candidate_mask(snap, opt)
+                cands = np.flatnonzero(mask)
+                score_for = cands[:: max(1, len(cands) // 7)]  # the tag leg's documents need exact scores too
+                info: dict = {}
+                got, extra = P.lexical_leg(snap, question, mask, int(mask.sum()), opt, score_for, info)
+                oracle = _bm25_store_oracle(texts, terms, mask.view(bool))
+                want = sorted(oracle, key=lambda g: (-oracle[g], -g))[:depth]
+                assert len(got) == len(want), (question, info)
+                assert np.allclose([oracle[g] for g in got.tolist()], [oracle[g] for g in want], rtol=1e-5), (question, info)
+                if len(terms) and any(t in snap.term_ids for t in terms):
+                    assert np.allclose(extra, [oracle.get(g, 0.0) for g in score_for.tolist()], rtol=1e-5), (question, info)
+                methods.append(info.get("method", "none"))
+    pruned = [m for m in methods if m.startswith("maxscore") and m.split()[1] != m.split()[3].rstrip(",")]
+    assert pruned, methods  # some queries left terms to probing
+    assert "dense" in methods and any(m.startswith("sparse") for m in methods)
+    # the leg leaves its accumulator clean for the next query
+    full, _ = P._scratch(1)
+    assert not full.any()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=30), st.integers(0, 10**6))
+def test_counting_sort_inversion_equals_unique_based_build(docs, offset):
+    from mempp.storage.postings import Postings
+
+    arrays = [np.asarray(d, dtype=np.int64) + offset for d in docs]
+    want = Postings.build(arrays)
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    got = Postings.build_flat(flat, np.array([len(d) for d in docs], dtype=np.int64))
+    for name in ("terms", "starts", "dfs", "docs", "tfs"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name

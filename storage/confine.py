@@ -3,8 +3,9 @@
 The store never follows a symlink inside its own directory: ``CURRENT``, ``LOCK``,
 ``segments/``, ``manifests/`` and every file in those two folders must be what they
 look like (regular files and real directories). A manifest or pointer may only name
-files by the store's own naming scheme (``segments/<8 digits>.<kind>.arrow``,
-``manifests/<8 digits>.json``), so a hostile manifest cannot point at ``../../etc``.
+files by relative names of at most two components, none starting with a dot
+(``segments/00000001.docs.arrow``), and ``CURRENT`` only ``manifests/<8 digits>.json``,
+so a hostile manifest cannot point at ``../../etc`` or ``/etc``.
 Anything else is refused with a typed error before it is opened. (The store path the
 caller gives is the caller's choice and may itself be a symlink.)
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from .errors import CorruptStoreError, StoreError
 
-_SEGMENT_NAME = re.compile(r"segments/[0-9]{8}\.[a-z]+\.arrow")
+# A data file: one or two path components inside the store, none starting with a dot (so no "..").
+_DATA_NAME = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.-]*(/[0-9A-Za-z_][0-9A-Za-z_.-]*)?")
 _MANIFEST_NAME = re.compile(r"manifests/[0-9]{8}\.json")
 _DIRS = ("segments", "manifests")
 _FILES = ("CURRENT", "LOCK")
@@ -51,13 +53,13 @@ def check_layout(store: Path) -> None:
         want = stat.S_ISDIR if name in _DIRS else stat.S_ISREG
         if stat.S_ISLNK(st.st_mode) or not want(st.st_mode):
             raise CorruptStoreError(str(p), "not a " + ("directory" if name in _DIRS else "regular file") + " (symlinks are never followed)")
-    for name in _DIRS:
-        d = store / name
-        if not d.is_dir():
-            continue
-        for entry in os.scandir(d):
-            if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
-                raise CorruptStoreError(f"{d}/{entry.name}", "not a regular file (symlinks are never followed)")
+    for top in os.scandir(store):  # no symlink anywhere in the store's own two levels
+        if top.is_symlink():
+            raise CorruptStoreError(f"{store}/{top.name}", "is a symlink (symlinks in a store are never followed)")
+        if top.is_dir(follow_symlinks=False):
+            for entry in os.scandir(top.path):
+                if entry.is_symlink():
+                    raise CorruptStoreError(f"{top.path}/{entry.name}", "is a symlink (symlinks in a store are never followed)")
     cur = store / "CURRENT"
     try:
         raw = cur.read_bytes()  # a regular file, checked above
@@ -72,7 +74,7 @@ def check_layout(store: Path) -> None:
 
 def check_name(where: str, name: object, *, manifest: bool = False) -> str:
     """``name`` if it is one of the store's own file names, else ``CorruptStoreError``."""
-    pattern = _MANIFEST_NAME if manifest else _SEGMENT_NAME
+    pattern = _MANIFEST_NAME if manifest else _DATA_NAME
     if not isinstance(name, str) or not pattern.fullmatch(name):
         raise CorruptStoreError(where, f"names a file outside the store's layout: {name!r}")
     return name

@@ -289,7 +289,6 @@ class Store:
             self._commit(batch)
         return results
 
-    @_one_writer_thread
     def supersede(self, old: str | int, new: str | int, effective: Any = None) -> None:
         """Record that ``new`` replaces ``old`` from ``effective`` on (default: ``new``'s date).
 
@@ -306,6 +305,7 @@ class Store:
         """
         self._supersede(events, many=True)
 
+    @_one_writer_thread
     def _supersede(self, events: Iterable[tuple], many: bool) -> None:
         self._check_writable()
         self._begin_write()

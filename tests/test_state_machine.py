@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -220,7 +221,7 @@ StoreMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
-TestStoreMachine = StoreMachine.TestCase
+TestStoreMachine = pytest.mark.slow(StoreMachine.TestCase)
 
 
 def test_report_examples_run() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from mempp.kernels import (
     TopK,
+    batch_topk,
     heap_push,
     bm25_accumulate,
     bm25_accumulate_dense,
@@ -383,10 +384,58 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
     return out_ids[:got]
 
 
-def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher):
-    """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``."""
+BATCH_BLOCK = 8192  # document rows per matrix product in vector_legs
+
+
+def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions]) -> list:
+    """The vector leg of many queries at once: one float32 matrix product per block of rows.
+
+    Each query's best ``depth + 16`` rows by the product are rescored with the single-query
+    kernel and certified as in :func:`vector_leg` (the product and the kernel round
+    differently, by at most ``2 d 2^-23`` for unit vectors), so every ranking equals the
+    one :func:`vector_leg` gives. None for a query that must be answered alone (not
+    certified, or a store whose vector leg needs a dense pass: windows, thread context).
+    """
+    n_q = len(opts)
+    if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
+        return [None] * n_q
+    depth = max(o.depth for o in opts)
+    keep = depth + 16
+    heap_s = np.empty((n_q, keep), dtype=np.float32)
+    heap_i = np.empty((n_q, keep), dtype=np.int64)
+    heap_n = np.zeros(n_q, dtype=np.int64)
+    q = np.ascontiguousarray(qvecs, dtype=np.float32)
+    m = np.stack(masks)
+    for entry in snap.segments:
+        emb = entry.segment.embeddings
+        for r0 in range(0, len(emb), BATCH_BLOCK):
+            block = q @ emb[r0 : r0 + BATCH_BLOCK].T
+            batch_topk(block, m, entry.base + r0, keep, heap_s, heap_i, heap_n)
+    eps = 2 * q.shape[1] * 2.0**-23 * 1.01 + 1e-7
+    out: list = []
+    for b, opt in enumerate(opts):
+        n = int(heap_n[b])
+        ids = np.sort(heap_i[b, :n])
+        exact = _rescore(snap, ids, q[b])
+        top = TopK(opt.depth, dtype=np.float32)
+        for g, sc in zip(ids.tolist(), exact.tolist()):
+            top.n = heap_push(top.scores, top.ids, top.n, opt.depth, np.float32(sc), g)
+        certified = n < keep or (top.n == opt.depth and float(heap_s[b, 0]) + eps < float(top.scores[0]))
+        out.append(top.result()[0] if certified else None)
+    return out
+
+
+def run(
+    snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
+    mask: np.ndarray | None = None, vector: np.ndarray | None = None,
+):
+    """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
+
+    ``mask`` and ``vector`` (the vector leg's ranking) may come precomputed from a batch.
+    """
     t0 = time.perf_counter()
-    mask = candidate_mask(snap, opt)
+    if mask is None:
+        mask = candidate_mask(snap, opt)
     n_cand = int(np.count_nonzero(mask))
     timings = {"candidates": (time.perf_counter() - t0) * 1e3}
     weights = dict(zip(LEGS, opt.weights))
@@ -411,8 +460,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        vinfo: dict = {}
-        rankings["vector"] = vector_leg(snap, qvec, mask, opt, vinfo)
+        vinfo: dict = {"method": "batch matrix product, exact rescore"}
+        rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}

@@ -38,11 +38,29 @@ from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import Row, check_vector, prepare
 from .qdates import question_as_of
-from .planner import NameMatcher, QueryOptions, run
+from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
 
 # A question longer than this is refused (field "text") rather than tokenized and embedded.
 MAX_QUERY_CHARS = 1_000_000
+
+
+def _batch_schema():
+    import pyarrow as pa
+
+    fields = [
+        pa.field("query", pa.int32()),
+        pa.field("rank", pa.int32()),
+        pa.field("doc_id", pa.uint64()),
+        pa.field("key", pa.string()),
+        pa.field("score", pa.float64()),
+        pa.field("reserved", pa.bool_()),
+    ]
+    return pa.schema(fields + [pa.field(f"rank_{leg}", pa.int32()) for leg in LEGS])
+
+
+_BATCH_SCHEMA = _batch_schema()
+
 DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
 
 
@@ -681,43 +699,104 @@ class Store:
         k: int = 10,
         as_of: Any = None,
         progress: Callable[[int], None] | None = None,
+        chunk: int = 256,
         **kwargs: Any,
     ):
-        """Answer many queries; a ``pyarrow.Table`` (query, rank, doc_id, key, score, rank per leg, reserved).
+        """Answer many queries; a ``pyarrow.Table`` with one row per hit (see :meth:`query_stream`)."""
+        import pyarrow as pa
 
-        ``as_of`` may be one value or one per query. Query embeddings are computed in batches.
+        batches = list(self.query_stream(texts, embeddings, k=k, as_of=as_of, progress=progress, chunk=chunk, **kwargs))
+        return pa.Table.from_batches(batches, schema=_BATCH_SCHEMA)
+
+    def query_stream(
+        self,
+        texts: Sequence[str],
+        embeddings: Any = None,
+        *,
+        k: int = 10,
+        as_of: Any = None,
+        progress: Callable[[int], None] | None = None,
+        chunk: int = 256,
+        **kwargs: Any,
+    ):
+        """Answer many queries, yielding one ``pyarrow.RecordBatch`` per ``chunk`` of queries.
+
+        Columns: query (its index), rank, doc_id, key, score (fused), reserved, and rank_lexical,
+        rank_tag, rank_vector (null where that leg did not return the document). The same hits
+        as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
+        or one per query; query embeddings are computed in batches unless given. Within a
+        chunk the vector leg is one matrix product per block of documents
+        (``planner.vector_legs``), certified equal to the single-query leg.
         """
         import pyarrow as pa
 
+        self._check_open()
         texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
+            if len(t) > MAX_QUERY_CHARS:
+                raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
         as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
         if len(as_ofs) != len(texts):
             raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValidationError(f"expected an integer >= 1, got {chunk!r}", field="chunk")
+        if kwargs.pop("question_dates", False):
+            raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
+        snap = self._snap
+        n = max(snap.n_docs, 1)  # clamp to the snapshot this stream runs on (refresh() may move self._snap meanwhile)
+        opts = [self._query_options(as_of=a, k=k, **kwargs) for a in as_ofs]
+        opts = [replace(o, k=min(o.k, n), depth=min(o.depth, n)) for o in opts]
         vecs = None
-        if embeddings is not None:
-            vecs = np.asarray(embeddings, dtype=np.float32)
-            if vecs.shape != (len(texts), self.dim):
-                raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
-        elif self._snap.n_docs and texts and not (kwargs.get("weights") and float(tuple(kwargs["weights"])[2]) == 0):
-            vecs = self.embedder.embed(texts)
-        cols: dict[str, list] = {name: [] for name in ("query", "rank", "doc_id", "key", "score", "reserved")}
-        for leg in LEGS:
-            cols[f"rank_{leg}"] = []
-        for qi, text in enumerate(texts):
-            hits = self.query(text, k=k, as_of=as_ofs[qi], embedding=None if vecs is None else vecs[qi], **kwargs)
-            for rank, h in enumerate(hits):
-                cols["query"].append(qi)
-                cols["rank"].append(rank)
-                cols["doc_id"].append(h.doc_id)
-                cols["key"].append(h.key)
-                cols["score"].append(h.score)
-                cols["reserved"].append(h.reserved)
-                for leg in LEGS:
-                    cols[f"rank_{leg}"].append(h.ranks[leg])
+        if texts and snap.n_docs and opts[0].weights[2]:
+            if embeddings is not None:
+                vecs = np.asarray(embeddings, dtype=np.float32)
+                if vecs.ndim != 2 or vecs.shape != (len(texts), self.dim):
+                    raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
+                vecs = np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
+        matcher = self._name_matcher(snap)
+        for start in range(0, len(texts), chunk):
+            part = range(start, min(len(texts), start + chunk))
+            qv = None
+            if vecs is not None:
+                qv = vecs[start : part.stop]
+            elif texts and snap.n_docs and opts[0].weights[2]:
+                qv = self.embedder.embed([texts[i] for i in part])
+            cols: dict[str, list] = {f.name: [] for f in _BATCH_SCHEMA}
+            if snap.n_docs and opts[0].k:
+                masks = [candidate_mask(snap, opts[i]) for i in part]
+                vec_rank = vector_legs(snap, qv, masks, [opts[i] for i in part]) if qv is not None else [None] * len(part)
+                docs_out: list[int] = []
+                for j, qi in enumerate(part):
+                    chosen, fused, rankings, _ = run(
+                        snap, texts[qi], None if qv is None else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j]
+                    )
+                    rank_of = {leg: {d: r for r, d in enumerate(v)} for leg, v in rankings.items()}
+                    for rank, (doc, reserved) in enumerate(chosen):
+                        cols["query"].append(qi)
+                        cols["rank"].append(rank)
+                        cols["doc_id"].append(doc)
+                        cols["score"].append(fused[doc])
+                        cols["reserved"].append(reserved)
+                        for leg in LEGS:
+                            cols[f"rank_{leg}"].append(rank_of[leg].get(doc) if leg in rank_of else None)
+                        docs_out.append(doc)
+                cols["key"] = snap.keys_of(np.asarray(docs_out, dtype=np.int64))
             if progress is not None:
-                progress(1)
-        types = {"query": pa.int32(), "rank": pa.int32(), "doc_id": pa.uint64(), "key": pa.string(), "score": pa.float64(), "reserved": pa.bool_()}
-        return pa.table({name: pa.array(v, types.get(name, pa.int32())) for name, v in cols.items()})
+                progress(len(part))
+            yield pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+
+    def _query_options(
+        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
+        legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
+        date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
+    ) -> QueryOptions:
+        return self._options(
+            k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
+            channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
+            context_mode=context_mode,
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes of the current version."""

@@ -21,7 +21,7 @@ from .bm25 import (
     kth_touched,
     topk_touched,
 )
-from .cosine import i8_error_bound, masked_dot_topk, masked_dot_topk_i8, quantize_rows, rescore_exact
+from .cosine import batch_topk, i8_error_bound, masked_dot_topk, masked_dot_topk_i8, quantize_rows, rescore_exact
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "quantize_rows",
     "masked_dot_topk_i8",
     "rescore_exact",
+    "batch_topk",
     "i8_error_bound",
     "bm25_idf",
     "topk_touched",

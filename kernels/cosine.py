@@ -99,3 +99,23 @@ def rescore_exact(emb, rows, query, out):
     """``out[i] = emb[rows[i]] · query`` with the float32 kernel of the exact scan (same rounding)."""
     for i in range(rows.shape[0]):
         out[i] = _dot(emb[rows[i]], query)
+
+
+@njit(cache=True, nogil=True)
+def batch_topk(scores, masks, base, k, heap_scores, heap_ids, heap_n):
+    """Feed a block of precomputed scores of many queries into their heaps.
+
+    ``scores``: (queries, rows) for global rows ``base ..``; ``masks``: (queries, n_docs)
+    candidates; ``heap_*``: (queries, k) heaps and (queries,) fills, updated in place.
+    """
+    for b in range(scores.shape[0]):
+        n = heap_n[b]
+        hs = heap_scores[b]
+        hi = heap_ids[b]
+        for r in range(scores.shape[1]):
+            g = base + r
+            if masks[b, g]:
+                s = scores[b, r]
+                if n < k or s > hs[0] or (s == hs[0] and g > hi[0]):
+                    n = heap_push(hs, hi, n, k, s, g)
+        heap_n[b] = n

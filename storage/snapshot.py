@@ -226,6 +226,20 @@ class Snapshot:
         out["embedding"] = entry.segment.embeddings[row]
         return out
 
+    def keys_of(self, doc_ids: np.ndarray) -> list:
+        """The ``key`` of each document (None where it has none), in the order given."""
+        out: list = [None] * len(doc_ids)
+        if not len(doc_ids):
+            return out
+        seg = np.searchsorted(self._starts, doc_ids, side="right") - 1
+        for i in np.unique(seg).tolist():
+            where = np.flatnonzero(seg == i)
+            entry = self.segments[i]
+            vals = entry.segment.table.column("key").take(pa.array(doc_ids[where] - entry.base)).to_pylist()
+            for w, v in zip(where.tolist(), vals):
+                out[w] = v
+        return out
+
     def column(self, name: str) -> list:
         """A whole column as Python values, in doc-id order (for index building)."""
         out: list = []

@@ -208,3 +208,44 @@ def test_counting_sort_inversion_equals_unique_based_build(docs, offset):
     for name in ("terms", "starts", "dfs", "docs", "tfs"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
+
+
+@pytest.mark.parametrize("kind", ["isotropic", "near-duplicates", "threads"])
+def test_query_batch_equals_single_queries(tmp_path, kind):
+    rng = np.random.default_rng(7)
+    n = 800
+    emb = unit_rows(rng, n)
+    if kind == "near-duplicates":  # the matrix product's rounding decides: the batch must not certify, and still agree
+        emb = np.repeat(unit_rows(rng, 1), n, axis=0) + 1e-5 * rng.standard_normal((n, DIM)).astype(np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    vocab = [f"word{i}" for i in range(60)]
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(2, 12))) for _ in range(n)]
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM))
+    docs = [
+        {"text": t, "date": f"2023-0{1 + i % 9}-{1 + i % 28:02d}", "key": f"k{i}", "author": f"Person {i % 5}"}
+        | ({"thread": f"t{i % 40}"} if kind == "threads" else {})
+        for i, t in enumerate(texts)
+    ]
+    s.add(docs[:500], embeddings=emb[:500])
+    s.add(docs[500:], embeddings=emb[500:])
+    questions = [" ".join(rng.choice(vocab, size=3)) + (" Person 2" if i % 4 == 0 else "") for i in range(30)]
+    qv = unit_rows(rng, 30) if kind != "near-duplicates" else emb[rng.integers(0, n, 30)]
+    as_of = [None if i % 3 == 0 else f"2023-0{1 + i % 9}-15" for i in range(30)]
+    table = s.query_batch(questions, qv, k=8, as_of=as_of, chunk=7)
+    rows = table.to_pylist()
+    for qi in range(30):
+        hits = s.query(questions[qi], embedding=qv[qi], k=8, as_of=as_of[qi])
+        got = [r for r in rows if r["query"] == qi]
+        assert [r["doc_id"] for r in got] == [h.doc_id for h in hits]
+        assert [r["key"] for r in got] == [h.key for h in hits]
+        assert [r["reserved"] for r in got] == [h.reserved for h in hits]
+        assert [r["score"] for r in got] == [h.score for h in hits]
+        assert [[r[f"rank_{leg}"] for leg in mempp.types.LEGS] for r in got] == [[h.ranks[leg] for leg in mempp.types.LEGS] for h in hits]
+    opts = [s._query_options(as_of=a, k=8) for a in as_of]
+    legs = P.vector_legs(s._snap, qv, [P.candidate_mask(s._snap, o) for o in opts], opts)
+    if kind == "near-duplicates":
+        assert any(r is None for r in legs)  # answered alone
+    elif kind == "threads":
+        assert all(r is None for r in legs)  # thread context needs the dense pass
+    else:
+        assert all(r is not None for r in legs)

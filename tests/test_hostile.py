@@ -251,6 +251,9 @@ def test_huge_queries_are_refused_or_answered(filled):
     assert filled.query(many + " sla", k=3, legs=["lexical"])[0].key == "ok"
     with pytest.raises(mempp.ValidationError):
         filled.query(b"bytes")
+    with pytest.raises(mempp.ValidationError) as info:
+        filled.query_batch(["sla", "x" * 2_000_000])
+    assert info.value.field == "text" and info.value.record == 1
 
 
 @pytest.mark.slow

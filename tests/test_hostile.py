@@ -282,6 +282,7 @@ print(warm, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     warm, after = map(int, out.stdout.split())
+    print(f"\nT9 memory: max RSS {warm // 1024} MiB after 3 rounds, {after // 1024} MiB after 15 more")
     assert after - warm < 64 * 1024, (warm, after)  # KiB: no growth beyond noise across 15 more rounds
 
 

@@ -59,14 +59,17 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def build(n: int, path: Path, progress: bool = True) -> dict[str, Any]:
-    """Build the store of the workload's first ``n`` documents at ``path``; returns timings."""
+def build(n: int, path: Path, progress: bool = True, clustered: bool = False, ann: bool = False) -> dict[str, Any]:
+    """Build the store of the workload's first ``n`` documents at ``path``; returns timings.
+
+    ``ann``: then build the HNSW index over them (``Store.build_ann``), timed apart.
+    """
     import mempp
     from mempp.progress import ProgressBar
 
     from .workload import DAY0, load
 
-    w = load(n)
+    w = load(n, clustered)
     days = np.datetime_as_string(np.asarray(w.dates).astype("datetime64[D]"))
     store = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=384))  # embeddings are supplied
     step = 50_000
@@ -87,8 +90,14 @@ def build(n: int, path: Path, progress: bool = True) -> dict[str, Any]:
     t = time.perf_counter()
     store.supersede_many([(int(o), int(r), before) for o, r in zip(inactive, retired_by)])
     sup_s = time.perf_counter() - t
+    out = {"ingest_docs_per_s": round(n / add_s, 1), "ingest_s": round(add_s, 2), "supersede_s": round(sup_s, 2)}
+    if ann:
+        t = time.perf_counter()
+        store.build_ann(min_docs=1)
+        out["ann_build_s"] = round(time.perf_counter() - t, 1)
     store.close()
-    return {"ingest_docs_per_s": round(n / add_s, 1), "ingest_s": round(add_s, 2), "supersede_s": round(sup_s, 2), "store_mb": round(_du(path) / 1e6, 1)}
+    out["store_mb"] = round(_du(path) / 1e6, 1)
+    return out
 
 
 def _bm25_oracle(w, q: int, n: int, mask: np.ndarray, k: int = 10) -> list[int]:
@@ -109,7 +118,10 @@ def _bm25_oracle(w, q: int, n: int, mask: np.ndarray, k: int = 10) -> list[int]:
     return order[:k]
 
 
-def session(path: Path, n: int, queries: int, check: int) -> dict[str, Any]:
+BUCKETS = ((0.0, 0.01, "<1%"), (0.01, 0.10, "1-10%"), (0.10, 0.50, "10-50%"), (0.50, 1.01, ">50%"))
+
+
+def session(path: Path, n: int, queries: int, check: int, clustered: bool = False) -> dict[str, Any]:
     """Open the store and run the workload's queries; the caller runs this in a fresh process."""
     t = time.perf_counter()
     import mempp
@@ -126,7 +138,7 @@ def session(path: Path, n: int, queries: int, check: int) -> dict[str, Any]:
         if _ < 2:
             store.close()
     snap = store._snap
-    w = load(n)  # memory-mapped embeddings; the queries' arrays are small
+    w = load(n, clustered)  # memory-mapped embeddings; the queries' arrays are small
     mask_t, lex_t, vec_t, all_t = [], [], [], []
     methods: dict[str, int] = {}
     qemb = np.array(w.qemb, dtype=np.float32)
@@ -173,6 +185,36 @@ def session(path: Path, n: int, queries: int, check: int) -> dict[str, Any]:
         for line in f:
             if line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
+    ann_report = None
+    if getattr(snap, "ann", None):
+        # The vector leg with the planner's choice (ANN or exact per range) against the exact
+        # float32 scan, by candidate fraction; every query, not only the checked ones.
+        exact_emb = np.asarray(w.emb[:n])
+        per: dict[str, list] = {b[2]: [] for b in BUCKETS}
+        times: dict[str, list] = {b[2]: [] for b in BUCKETS}
+        used = 0
+        for q in range(min(queries, len(as_of))):
+            opt = P.QueryOptions(k=10, as_of=(as_of[q] + 1) * DAY_US - 1)
+            mask = P.candidate_mask(snap, opt)
+            info: dict = {}
+            t = time.perf_counter()
+            vec = P.vector_leg(snap, qemb[q], mask, opt, info)
+            dt = time.perf_counter() - t
+            used += "hnsw" in info.get("method", "")
+            cand = mask.view(bool)
+            frac = cand.sum() / n
+            sc = exact_emb @ qemb[q]
+            sc[~cand] = -np.inf
+            truth = set(np.argsort(-sc, kind="stable")[: min(10, int(cand.sum()))].tolist())
+            for lo, hi, name in BUCKETS:
+                if lo <= frac < hi and truth:
+                    per[name].append(len(truth & set(vec[:10].tolist())) / len(truth))
+                    times[name].append(dt)
+        ann_report = {
+            "queries_using_ann": used,
+            "recall10_by_candidate_fraction": {k: (round(float(np.mean(v)), 4), len(v)) for k, v in per.items() if v},
+            "vector_p50_ms_by_candidate_fraction": {k: round(1e3 * float(np.median(v)), 3) for k, v in times.items() if v},
+        }
     mask_ok = lex_ok = 0
     recall = []
     for q, (mask, lex, vec) in enumerate(kept):
@@ -199,6 +241,7 @@ def session(path: Path, n: int, queries: int, check: int) -> dict[str, Any]:
         "vector_recall10_vs_float32": round(float(np.mean(recall)), 4) if recall else None,
         "peak_rss_mb": round(hwm, 1),
         "candidates_mean_frac": round(float(np.mean(w.cand_frac())), 3),
+        "ann": ann_report,
     }
 
 
@@ -241,7 +284,8 @@ def table(report: dict[str, Any]) -> str:
     for r in report["runs"]:
         n = f"{r['n']:,}"
         s = r["session"]
-        lines.append(f"| {n} | ingest, embeddings supplied | | | | {r['build']['ingest_docs_per_s']:,.0f} docs/s |")
+        ann_b = f"; HNSW build {r['build']['ann_build_s']} s" if "ann_build_s" in r["build"] else ""
+        lines.append(f"| {n} | ingest, embeddings supplied | | | | {r['build']['ingest_docs_per_s']:,.0f} docs/s{ann_b} |")
         lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB |")
         for leg in ("mask", "lexical", "vector", "hybrid"):
             x = s[leg]
@@ -256,6 +300,11 @@ def table(report: dict[str, Any]) -> str:
             if leg == "mask":
                 note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"
             lines.append(f"| {n} | {leg} | {x['p50_ms']} | {x['p95_ms']} | {x['qps']:,.0f} | {note} |")
+        if s.get("ann"):
+            a = s["ann"]
+            rec = ", ".join(f"{k}: {v[0]} (n={v[1]})" for k, v in a["recall10_by_candidate_fraction"].items())
+            lat = ", ".join(f"{k}: {v}" for k, v in a["vector_p50_ms_by_candidate_fraction"].items())
+            lines.append(f"| {n} | vector leg with HNSW, recall@10 by candidate share | | | | {rec}; p50 ms {lat}; ANN used in {a['queries_using_ann']} queries |")
         b = s["batch"]
         lines.append(f"| {n} | query_batch, {b['queries']} queries | | | {b['qps']:,.0f} | = single queries in {b['equal_to_single_queries']}/{s['checked_queries']} |")
         for tool, peer in r.get("peers", {}).items():
@@ -275,26 +324,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--peer-python", default=sys.executable, help="python with the peers' packages installed")
     p.add_argument("--peer-tools", default="bm25s", help="comma-separated: bm25s,tantivy,scipy,numpy-exact,hnswlib,lancedb")
     p.add_argument("--json", default=None, help="write the report here as JSON")
+    p.add_argument("--clustered", action="store_true", help="clustered embeddings (ANN recall is meaningless on isotropic ones)")
+    p.add_argument("--ann", action="store_true", help="build the HNSW index after ingest and measure the planner with it")
     p.add_argument("--session", default=None, help=argparse.SUPPRESS)  # internal: the fresh query process
     args = p.parse_args(argv)
     sizes = args.n or [100_000]
     if args.session:
-        print(json.dumps(session(Path(args.session), sizes[0], args.queries, args.check)))
+        print(json.dumps(session(Path(args.session), sizes[0], args.queries, args.check, args.clustered)))
         return 0
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="mempp-bench-"))
     report: dict[str, Any] = {"membw_gbs": membw_gbs(), "runs": []}
     try:
         for n in sizes:
-            path = root / f"n{n}"
+            path = root / (f"n{n}" + ("-clustered" if args.clustered else "") + ("-ann" if args.ann else ""))
             if (path / "CURRENT").exists():
-                built = json.loads((root / f"n{n}.build.json").read_text())
+                built = json.loads(path.with_suffix(".build.json").read_text())
             else:
                 shutil.rmtree(path, ignore_errors=True)
-                built = build(n, path)
-                (root / f"n{n}.build.json").write_text(json.dumps(built))
+                built = build(n, path, clustered=args.clustered, ann=args.ann)
+                path.with_suffix(".build.json").write_text(json.dumps(built))
             proc = subprocess.run(
                 env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"},
-                args=[sys.executable, "-m", "mempp.bench.speed", "--session", str(path), "--n", str(n), "--queries", str(args.queries), "--check", str(args.check)],
+                args=[sys.executable, "-m", "mempp.bench.speed", "--session", str(path), "--n", str(n), "--queries", str(args.queries), "--check", str(args.check)]
+                + (["--clustered"] if args.clustered else []),
                 capture_output=True, text=True,
             )
             if proc.returncode:

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='JSON Lines of {"text", "as_of"?, "id"?}: answer them all (one row per hit)')
     p.add_argument("--out", default=None, help="with --batch: write an Arrow IPC file here instead of JSON Lines to stdout")
     p.add_argument("--as-of", default=None, help="ISO date or datetime: answer as the record stood then")
+    p.add_argument("--as-known-at", default=None, metavar="DATE",
+                   help="ISO date or datetime: use the store as it was known then (the newest version committed by then)")
+    p.add_argument("--version", type=int, default=None, help="use this committed version of the store (see `mempp versions`)")
     p.add_argument("--author", action="append", default=None, help="only documents by this author (repeatable)")
     p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")
     p.add_argument("--channel", action="append", default=None, help="only this channel (repeatable)")
@@ -194,7 +197,7 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         texts.append(obj["text"])
         as_ofs.append(obj.get("as_of", args.as_of))
         ids.append(str(obj.get("id", len(ids))))
-    with Store.open(args.store, read_only=True) as store, ProgressBar(len(texts), "query", unit="queries") as bar:
+    with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store, ProgressBar(len(texts), "query", unit="queries") as bar:
         table = store.query_batch(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args))
     table = table.add_column(1, "query_id", pa.array([ids[i] for i in table.column("query").to_pylist()], pa.string()))
     if args.out:
@@ -217,7 +220,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         return cmd_query_batch(args)
     if args.text is None:
         raise ValidationError("a question is needed (or --batch FILE)", field="text")
-    with Store.open(args.store, read_only=True) as store:
+    with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store:
         hits = store.query(
             args.text,
             as_of=args.as_of,

@@ -10,6 +10,7 @@ for a document's ``date`` and the *end* of that day for a query's ``as_of``
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta, timezone
+from functools import lru_cache
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DAY_END = time(23, 59, 59, 999999)
@@ -22,19 +23,23 @@ def to_us(value: object, *, end_of_day: bool = False) -> int:
     elif isinstance(value, date):
         dt = datetime.combine(value, _DAY_END if end_of_day else time(0))
     elif isinstance(value, str):
-        s = value.strip()
-        if not s:
-            raise ValueError("empty date string")
-        if len(s) == 10 and s[4] == "-" and s[7] == "-":
-            dt = datetime.combine(date.fromisoformat(s), _DAY_END if end_of_day else time(0))
-        else:
-            dt = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
+        return _str_to_us(value, end_of_day)  # documents of a batch share few distinct dates: parse each once
     else:
         raise TypeError(f"expected an ISO 8601 string, datetime or date, got {type(value).__name__}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     delta = dt.astimezone(timezone.utc) - _EPOCH
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@lru_cache(maxsize=1 << 16)
+def _str_to_us(value: str, end_of_day: bool) -> int:
+    s = value.strip()
+    if not s:
+        raise ValueError("empty date string")
+    if len(s) == 10 and s[4] == "-" and s[7] == "-":
+        return to_us(datetime.combine(date.fromisoformat(s), _DAY_END if end_of_day else time(0)))
+    return to_us(datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s))
 
 
 def from_us(us: int | None) -> datetime | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import date
 from typing import Any, Iterable, Mapping
@@ -42,9 +43,12 @@ class Row:
     embedding: np.ndarray | None = None
 
 
+_UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.split()) would change
+
+
 def fingerprint(author: str | None, text: str) -> int:
     """Identity of a re-ingest: the author and the text with whitespace normalized."""
-    norm = " ".join(text.split())
+    norm = " ".join(text.split()) if _UNNORMALIZED.search(text) else text
     data = (author or "").encode("utf-8") + b"\x00" + norm.encode("utf-8")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
@@ -71,6 +75,8 @@ def _string(value: Any, name: str, record: int, key: str | None) -> str | None:
 
 
 def _check_utf8(value: str, name: str, record: int, key: str | None) -> None:
+    if value.isascii():  # the common case, checked at C speed without an encoding pass
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -34,6 +35,7 @@ from mempp.kernels import (
     topk_touched,
     with_neighbours,
 )
+from mempp.kernels.masks import day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
@@ -73,19 +75,35 @@ class QueryOptions:
     context: tuple[float, ...] = ()  # thread-context weights for neighbours 1, 2, ... steps away
     context_length: float | None = None  # neighbours count fully for documents of at most this many terms
     context_max: bool = False  # a neighbour lifts a document to betas[h] x its score, not by it (see kernels.context)
+    ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
 
 
 def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
-    """uint8 mask over doc ids: valid at ``as_of`` and passing every filter.
+    """uint8 mask over doc ids: valid at ``as_of`` and passing every filter (do not modify it).
 
     Valid at θ: ``date ≤ θ`` and no supersession effective at or before θ
-    (θ = +∞ when ``as_of`` is None, where undated documents count too).
+    (θ = +∞ when ``as_of`` is None, where undated documents count too). The mask for
+    "now" is computed once per snapshot; a mask at a date is one pass over int32 day
+    numbers (``kernels.masks``).
     """
+    cache = snap.__dict__.setdefault("_mask_cache", {})
     if opt.as_of is None:
-        mask = snap.valid_until == FOREVER
+        mask = cache.get("now")
+        if mask is None:
+            mask = cache["now"] = (snap.valid_until == FOREVER).view(np.uint8)
+            mask.flags.writeable = False
     else:
-        t = opt.as_of
-        mask = (snap.dates != NAT) & (snap.dates <= t) & (snap.valid_until > t)
+        days = cache.get("days")
+        if days is None:
+            days = cache["days"] = (day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER))
+        mask = np.empty(snap.n_docs, dtype=np.uint8)
+        valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), mask)
+    filtered = opt.date_from is not None or opt.date_to is not None or any(
+        v is not None for v in (opt.authors, opt.threads, opt.channels)
+    )
+    if not filtered:
+        return mask
+    mask = mask.view(bool).copy()
     if opt.date_from is not None:
         mask &= (snap.dates != NAT) & (snap.dates >= opt.date_from)
     if opt.date_to is not None:
@@ -321,9 +339,41 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         if info is not None:
             info["method"] = "exact masked scan" + (" (best window)" if snap.has_windows else "")
         return _dense_vector_leg(snap, query, mask, opt)
-    exact = TopK(depth, dtype=np.float32)
-    quant = [e for e in snap.segments if e.q8 is not None]
-    for entry in snap.segments:
+    segments = snap.segments
+    ann_used: list[str] = []
+    ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
+    ann = [a for a in getattr(snap, "ann", ()) if a.index is not None] if opt.ann != "exact" else []
+    if ann:
+        covered = np.zeros(len(segments), dtype=bool)
+        for a in ann:
+            lo, hi = a.first, a.first + a.n
+            n_cand = int(np.count_nonzero(mask[lo:hi]))
+            if n_cand == 0:
+                continue
+            want = ann_request(depth, n_cand, a.n)
+            if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+                continue
+            labels, _ = a.knn(query, want, ef=max(want, ANN_EF_MIN))
+            hits = np.sort(labels[mask[labels].view(bool)])
+            if len(hits) < min(depth, n_cand):
+                continue  # the filter left too few: scan this range exactly
+            ann_hits.append((hits, _rescore(snap, hits, query)))
+            for i, e in enumerate(segments):
+                if lo <= e.base and e.base + e.segment.n <= hi:
+                    covered[i] = True
+            ann_used.append(f"{n_cand}/{a.n} candidates, k={want}")
+        segments = [e for i, e in enumerate(segments) if not covered[i]]
+
+    def start() -> TopK:  # a heap holding the ANN ranges' (exactly rescored) results
+        heap = TopK(depth, dtype=np.float32)
+        for hits, scores in ann_hits:
+            for g, sc in zip(hits.tolist(), scores.tolist()):
+                heap.n = heap_push(heap.scores, heap.ids, heap.n, depth, np.float32(sc), g)
+        return heap
+
+    exact = start()
+    quant = [e for e in segments if e.q8 is not None]
+    for entry in segments:
         if entry.q8 is None:
             exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
     if quant:
@@ -344,14 +394,38 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
             # A row not kept has approximate <= floor, so exact <= floor + eps.
             certified = floor + eps < worst_kept
         if not certified:
-            exact = TopK(depth, dtype=np.float32)
-            for entry in snap.segments:
+            exact = start()
+            for entry in segments:
                 exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
-        if info is not None:
-            info["method"] = "int8 scan, exact rescore" + ("" if certified else ", not certified: exact rescan")
-    elif info is not None:
-        info["method"] = "exact masked scan"
+        method = "int8 scan, exact rescore" + ("" if certified else ", not certified: exact rescan")
+    else:
+        method = "exact masked scan" if segments else ""
+    if info is not None:
+        info["method"] = "; ".join([f"hnsw ({u})" for u in ann_used] + ([method] if method else []))
     return exact.result()[0]
+
+
+# Cost model of the ANN choice, measured on the 2-core development machine (bench/README.md):
+# the int8 masked scan costs about 1 ns per document of a range plus 30 ns per candidate;
+# an HNSW search about 60 us plus 4 us per requested neighbour (ef = k).
+EXACT_NS_PER_DOC, EXACT_NS_PER_CANDIDATE = 1.0, 30.0
+ANN_US_BASE, ANN_US_PER_RESULT = 60.0, 4.0
+ANN_EF_MIN = 64
+ANN_OVERSAMPLE = 1.5
+
+
+def exact_cost_ms(n_docs: int, n_cand: int) -> float:
+    return (EXACT_NS_PER_DOC * n_docs + EXACT_NS_PER_CANDIDATE * n_cand) / 1e6
+
+
+def ann_cost_ms(k: int) -> float:
+    return (ANN_US_BASE + ANN_US_PER_RESULT * k) / 1e3
+
+
+def ann_request(depth: int, n_cand: int, n_docs: int) -> int:
+    """Neighbours to ask for so that about ``depth`` of them pass a filter keeping ``n_cand`` of ``n_docs``."""
+    share = max(n_cand / max(n_docs, 1), 1e-9)
+    return int(min(n_docs, math.ceil(depth / share * ANN_OVERSAMPLE) + 10))
 
 
 def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from mempp.storage.confine import check_layout, check_manifest_names, check_store_path
 from mempp.storage import (
     FOREVER,
     NAT,
+    CorruptStoreError,
     Analyzer,
     CommitBatch,
     Snapshot,
@@ -22,7 +26,6 @@ from mempp.storage import (
     WriterLock,
     clean_strays,
     commit,
-    list_versions,
     new_manifest,
     now_us,
     read_current,
@@ -41,6 +44,10 @@ from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
 
+# A question longer than this is refused (field "text") rather than tokenized and embedded.
+MAX_QUERY_CHARS = 1_000_000
+
+
 def _batch_schema():
     import pyarrow as pa
 
@@ -58,6 +65,17 @@ def _batch_schema():
 _BATCH_SCHEMA = _batch_schema()
 
 DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
+
+
+def _one_writer_thread(method):
+    """Serialize a write method across the threads sharing one Store (readers are not blocked)."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._write_mutex:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 class Store:
@@ -84,6 +102,11 @@ class Store:
         self._broken: str | None = None  # set when an fsync failed: no more writes until reopened
         self._on_corrupt = "raise"
         self._matcher: tuple[int, NameMatcher] | None = None
+        self._pinned = False  # opened at a version / as_known_at: refresh() keeps it there
+        # Guards the snapshot swap and the lazily extended key indexes below, so that several
+        # threads may query, get and refresh one Store at once.
+        self._state = threading.RLock()
+        self._write_mutex = threading.Lock()
         # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprint -> (doc id, key).
         self._keys: dict[str, list[int]] = {}
         self._fps: dict[int, list[tuple[int, str | None]]] = {}
@@ -107,6 +130,7 @@ class Store:
         read_only: bool = False,
         create: bool = True,
         version: int | None = None,
+        as_known_at: Any = None,
         analyzer: Analyzer | None = None,
         index: IndexConfig | None = None,
         on_corrupt: str = "raise",
@@ -115,6 +139,12 @@ class Store:
 
         ``embedder``: defaults to the model the store was built with (all-MiniLM-L6-v2 for a new
         store), loaded on first use. ``version``: open that committed version, read-only.
+        ``as_known_at``: open, read-only, the newest version committed at or before that instant
+        (transaction time; an ISO string, ``datetime`` or ``date``, with the library's one date
+        policy: no time zone means UTC, an offset is converted, a date alone means the end of
+        that UTC day). Together with ``query(as_of=...)`` (event time) this answers "what did
+        the record say on X, as the store knew it on Y". Either gives a ``StoreError`` when no
+        such committed version exists.
         Every file is checked against the sha256 its manifest records before it is read.
         ``on_corrupt``: ``"raise"`` (default) raises :class:`CorruptStoreError` naming a damaged
         segment; ``"skip"`` leaves it out (its documents are never returned), keeps the rest
@@ -122,21 +152,20 @@ class Store:
         segment text either way (``stats()["rebuilt"]``). A damaged ``CURRENT``, manifest or
         term dictionary always raises; there is no silent fall back to an older version.
         """
-        path = Path(path)
+        path = check_store_path(path)
         if not path.exists():
-            if read_only or version is not None or not create:
+            if read_only or version is not None or as_known_at is not None or not create:
                 raise StoreError(f"{path}: no such store")
             path.mkdir(parents=True)
             fsync_dir(path.parent)  # the store's own directory entry survives a power loss
         elif not path.is_dir():
             raise StoreError(f"{path}: not a directory")
-        if version is not None:
-            if version not in list_versions(path):
-                raise StoreError(f"{path}: no committed version {version}")
-            manifest = read_manifest(path, f"manifests/{int(version):08d}.json")
+        check_layout(path)
+        manifest = read_current(path)
+        if version is not None or as_known_at is not None:
+            manifest = _pinned_manifest(path, manifest, version, as_known_at)
             read_only = True
-        else:
-            manifest = read_current(path)
+        check_manifest_names(path, manifest)
         want = analyzer or Analyzer()
         if manifest is not None and analyzer is not None and manifest["analyzer"] != analyzer.to_json():
             raise StoreError(f"{path}: store was indexed with analyzer {manifest['analyzer']}, not {analyzer.to_json()}")
@@ -144,15 +173,26 @@ class Store:
             raise StoreError(f"{path}: store was indexed with {manifest.get('index')}, not {index.to_json()}")
         store = cls(path, Snapshot(path, manifest, on_corrupt=on_corrupt), embedder, read_only, want, index or IndexConfig())
         store._on_corrupt = on_corrupt
+        store._pinned = version is not None or as_known_at is not None
         return store
 
     def refresh(self) -> int:
-        """Move to the newest committed version (others' commits become visible); returns it."""
+        """Move to the newest committed version (others' commits become visible); returns it.
+
+        A store opened at a ``version`` or ``as_known_at`` stays there. The version never goes
+        backwards. Safe to call while other threads query: each query runs on the snapshot it
+        started with.
+        """
         self._check_open()
+        if self._pinned:
+            return self._snap.version
+        check_layout(self.path)
         manifest = read_current(self.path)
-        if manifest is not None and int(manifest["version"]) != self._snap.version:
-            self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
-        return self._snap.version
+        check_manifest_names(self.path, manifest)
+        with self._state:
+            if manifest is not None and int(manifest["version"]) > self._snap.version:
+                self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
+            return self._snap.version
 
     def close(self) -> None:
         self._lock.release()
@@ -207,6 +247,7 @@ class Store:
         return out
 
     # --- writing ---------------------------------------------------------------------------------
+    @_one_writer_thread
     def add(
         self,
         docs: Iterable[dict | Any],
@@ -296,6 +337,7 @@ class Store:
         """
         self._supersede(events, many=True)
 
+    @_one_writer_thread
     def _supersede(self, events: Iterable[tuple], many: bool) -> None:
         self._check_writable()
         self._begin_write()
@@ -355,8 +397,9 @@ class Store:
             if exc.broken:
                 self._broken = str(exc)
             raise
-        self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
-        self._index_keys()
+        with self._state:
+            self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
+            self._index_keys()
 
     def _build_batch(self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress) -> CommitBatch:
         n = len(rows)
@@ -423,6 +466,10 @@ class Store:
 
     def _index_keys(self) -> None:
         """Extend the key and fingerprint indexes to every committed document."""
+        with self._state:
+            self._index_keys_locked()
+
+    def _index_keys_locked(self) -> None:
         snap = self._snap
         if self._indexed >= snap.n_docs:
             return
@@ -486,17 +533,20 @@ class Store:
     def get(self, ref: str | int) -> Record:
         """The stored document: by key (its active version, else its newest) or by doc id."""
         self._check_open()
-        return self._record(self._resolve(ref, "id"))
+        with self._state:  # one snapshot for the lookup and the record
+            return self._record(self._resolve(ref, "id"))
 
     def history(self, key: str) -> list[Record]:
         """Every version stored under ``key``, oldest first."""
         self._check_open()
-        self._index_keys()
-        return [self._record(d) for d in self._keys.get(key, [])]
+        with self._state:
+            self._index_keys()
+            return [self._record(d) for d in self._keys.get(key, [])]
 
-    def _record(self, doc: int, cls=Record, **extra: Any) -> Any:
-        r = self._snap.row(doc)
-        vu = int(self._snap.valid_until[doc])
+    def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, **extra: Any) -> Any:
+        snap = snap or self._snap
+        r = snap.row(doc)
+        vu = int(snap.valid_until[doc])
         return cls(
             doc_id=doc,
             key=r["key"],
@@ -601,8 +651,11 @@ class Store:
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         """
         self._check_open()
+        snap = self._snap  # the whole query runs on this one version, whatever refresh() does meanwhile
         if not isinstance(text, str):
             raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
+        if len(text) > MAX_QUERY_CHARS:
+            raise ValidationError(f"a query of {len(text)} characters; at most {MAX_QUERY_CHARS}", field="text")
         from_question = False
         if question_dates and as_of is None:
             named = question_as_of(text)
@@ -619,7 +672,7 @@ class Store:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
                 qvec = self.embedder.embed([text])[0]
-        hits = self._execute(text, qvec, opt)
+        hits = self._execute(text, qvec, opt, snap)
         if from_question and hits.plan is not None:
             hits.plan = replace(hits.plan, as_of_from_question=True)
         return hits
@@ -630,17 +683,21 @@ class Store:
         """The plan of a query (candidates, legs, timings); runs it."""
         return self.query(text, **kwargs).plan
 
-    def _execute(self, text: str, qvec: np.ndarray | None, opt: QueryOptions) -> Hits:
-        snap = self._snap
+    def _execute(self, text: str, qvec: np.ndarray | None, opt: QueryOptions, snap: Snapshot | None = None) -> Hits:
+        snap = snap or self._snap
+        n = max(snap.n_docs, 1)
+        if opt.k > n or opt.depth > n:
+            opt = replace(opt, k=min(opt.k, n), depth=min(opt.depth, n))
         hits = Hits()
+        hits.version = snap.version
         if snap.n_docs == 0 or opt.k == 0:
             hits.plan = Plan(from_us(opt.as_of), 0, {}, opt.k, opt.depth, opt.reserve)
             return hits
-        chosen, fused, rankings, details = run(snap, text, qvec, opt, self._name_matcher())
+        chosen, fused, rankings, details = run(snap, text, qvec, opt, self._name_matcher(snap))
         rank_of = {leg: {d: i for i, d in enumerate(r)} for leg, r in rankings.items()}
         for doc, reserved in chosen:
             ranks = {leg: rank_of[leg].get(doc) if leg in rank_of else None for leg in LEGS}
-            hits.append(self._record(doc, Hit, score=fused[doc], ranks=ranks, reserved=reserved))
+            hits.append(self._record(doc, Hit, snap, score=fused[doc], ranks=ranks, reserved=reserved))
         hits.plan = Plan(
             as_of=from_us(opt.as_of),
             candidates=details["candidates"],
@@ -653,11 +710,12 @@ class Store:
         )
         return hits
 
-    def _name_matcher(self) -> NameMatcher:
-        names = self._snap.authors.names
-        if self._matcher is None or self._matcher[0] != len(names):
-            self._matcher = (len(names), NameMatcher(names))
-        return self._matcher[1]
+    def _name_matcher(self, snap: Snapshot | None = None) -> NameMatcher:
+        names = (snap or self._snap).authors.names
+        cached = self._matcher  # read once: another thread may replace it (names only grow, so a length identifies them)
+        if cached is None or cached[0] != len(names):
+            cached = self._matcher = (len(names), NameMatcher(names))
+        return cached[1]
 
     def query_batch(
         self,
@@ -703,6 +761,8 @@ class Store:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
+            if len(t) > MAX_QUERY_CHARS:
+                raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
         as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
         if len(as_ofs) != len(texts):
             raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
@@ -711,7 +771,9 @@ class Store:
         if kwargs.pop("question_dates", False):
             raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
         snap = self._snap
+        n = max(snap.n_docs, 1)  # clamp to the snapshot this stream runs on (refresh() may move self._snap meanwhile)
         opts = [self._query_options(as_of=a, k=k, **kwargs) for a in as_ofs]
+        opts = [replace(o, k=min(o.k, n), depth=min(o.depth, n)) for o in opts]
         vecs = None
         if texts and snap.n_docs and opts[0].weights[2]:
             if embeddings is not None:
@@ -719,7 +781,7 @@ class Store:
                 if vecs.ndim != 2 or vecs.shape != (len(texts), self.dim):
                     raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
                 vecs = np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
-        matcher = self._name_matcher()
+        matcher = self._name_matcher(snap)
         for start in range(0, len(texts), chunk):
             part = range(start, min(len(texts), start + chunk))
             qv = None
@@ -793,6 +855,40 @@ class Store:
             "skipped": list(snap.skipped),
             "rebuilt": list(snap.rebuilt),
         }
+
+
+def _pinned_manifest(path: Path, current: dict | None, version: Any, as_known_at: Any) -> dict:
+    """The manifest of an earlier committed version, chosen among those ``CURRENT`` descends from.
+
+    Only versions listed in the current manifest's commit history count: a manifest file left
+    by a commit that crashed before it was published is not a committed version.
+    """
+    if version is not None and as_known_at is not None:
+        raise ValidationError("give version or as_known_at, not both", field="as_known_at")
+    commits = (current or {}).get("commits", [])
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+            raise ValidationError(f"expected an integer, got {version!r}", field="version")
+        if not any(int(c["version"]) == int(version) for c in commits):
+            raise StoreError(f"{path}: no committed version {version}")
+        want = int(version)
+    else:
+        at = _date_arg(as_known_at, "as_known_at", end_of_day=True)
+        known = [int(c["version"]) for c in commits if to_us(c["committed_at"]) <= at]
+        if not known:
+            first = commits[0]["committed_at"] if commits else None
+            raise StoreError(
+                f"{path}: no version was committed at or before {from_us(at).isoformat()}"
+                + (f" (the first was committed at {first})" if first else " (the store has no commit)")
+            )
+        want = max(known)
+    if current is not None and int(current["version"]) == want:
+        return current
+    manifest = read_manifest(path, f"manifests/{want:08d}.json")
+    entry = [c for c in commits if int(c["version"]) == want]
+    if int(manifest.get("version", -1)) != want or manifest.get("commits", [])[-1:] != entry:
+        raise CorruptStoreError(str(path / f"manifests/{want:08d}.json"), "does not match the committed history")
+    return manifest
 
 
 def _context_mode(mode: Any) -> bool:

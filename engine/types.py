@@ -101,6 +101,7 @@ class Hits(list):
     """The hits of one query, best first, with the :class:`Plan` that produced them."""
 
     plan: Plan | None = None
+    version: int | None = None  # the committed version (snapshot) the query ran on
 
     def to_json(self) -> str:
         return json.dumps(

@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import StoreLockedError
+from .errors import StoreError, StoreLockedError
 
 
 class WriterLock:
@@ -27,7 +27,12 @@ class WriterLock:
     def acquire(self) -> None:
         if self._fd is not None:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symlink planted as LOCK is never followed
+                raise StoreError(f"{self.path}: the lock file is a symlink; refusing to follow it") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -38,6 +43,14 @@ class WriterLock:
                 ) from None
             raise
         self._fd = fd
+
+    def __del__(self) -> None:
+        # A Store dropped without close() (a crashed caller, a lost reference) must not keep
+        # the store locked for the rest of the process.
+        try:
+            self.release()
+        except OSError:
+            pass
 
     def release(self) -> None:
         if self._fd is not None:

@@ -249,3 +249,24 @@ def test_query_batch_equals_single_queries(tmp_path, kind):
         assert all(r is None for r in legs)  # thread context needs the dense pass
     else:
         assert all(r is not None for r in legs)
+
+
+_US = st.one_of(
+    st.integers(-(2**62), 2**62),
+    st.integers(-3, 3).map(lambda d: d * 86_400 * 10**6),  # midnight boundaries
+    st.integers(0, 3 * 86_400 * 10**6),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_US | st.just(int(mempp.storage.NAT)), _US | st.just(int(mempp.storage.FOREVER))), max_size=40), _US)
+def test_valid_mask_kernel_matches_the_rule(docs, t):
+    from mempp.kernels.masks import day_numbers, valid_mask
+
+    NAT, FOREVER = int(mempp.storage.NAT), int(mempp.storage.FOREVER)
+    dates = np.array([d for d, _ in docs], dtype=np.int64)
+    until = np.array([u for _, u in docs], dtype=np.int64)
+    out = np.empty(len(docs), dtype=np.uint8)
+    valid_mask(day_numbers(dates, NAT), day_numbers(until, FOREVER), dates, until, t, out)
+    want = [d != NAT and d <= t and (u == FOREVER or u > t) for d, u in docs]
+    assert out.astype(bool).tolist() == want

@@ -111,4 +111,17 @@ def test_any_input_is_stored_exactly_or_rejected_whole(store, docs):
             continue
         rec = store.get(doc_id)
         assert " ".join(rec.text.split()) == " ".join(doc["text"].split())
-        assert rec.author == doc["author"]
+        # A re-ingest returns the stored row, whose author may be None where this one is "" (same fingerprint).
+        assert rec.author == doc["author"] or (doc_id < before and (rec.author or "") == (doc["author"] or ""))
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000")), max_size=12))
+def test_fingerprint_fast_path_normalizes_whitespace_like_split(text):
+    from mempp.ingest import _UNNORMALIZED
+
+    assert (_UNNORMALIZED.search(text) is None) == (" ".join(text.split()) == text)

@@ -1,0 +1,74 @@
+"""ANN indexes (hnswlib HNSW, inner product) over ranges of sealed documents.
+
+An index covers the doc ids ``[first, first + n)`` (labels are doc ids) and is derived
+data: built aside from the embeddings already committed, written under a fresh name,
+fsynced and checksummed like every store file, and published by a manifest; queries
+never wait for one (documents newer than every index are scanned exactly). hnswlib
+writes its files in place with no checksum and can crash on a damaged one
+(RELIABILITY.md), so the bytes are checked against the manifest before hnswlib sees them,
+and a damaged index is dropped (the planner scans exactly) rather than loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_M = 16
+DEFAULT_EF_CONSTRUCTION = 100
+
+
+@dataclass
+class AnnIndex:
+    first: int  # first doc id covered
+    n: int  # documents covered
+    name: str  # file, relative to the store
+    params: dict
+    index: object | None = None  # hnswlib.Index once loaded
+    failed: str | None = None  # why it could not be loaded (the planner scans exactly)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def knn(self, query: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to ``k`` (doc ids, inner products) best first; hnswlib's search is thread-safe for reads."""
+        k = max(1, min(int(k), self.n))
+        self.index.set_ef(max(int(ef), k))  # ef is per index; concurrent queries may raise it, never below k
+        labels, dist = self.index.knn_query(query.reshape(1, -1), k=k, num_threads=1)
+        return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+
+
+def build(emb: np.ndarray, first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0) -> "object":
+    """A new hnswlib index over ``emb`` (rows are doc ids ``first ..``)."""
+    import hnswlib
+
+    n, dim = emb.shape
+    index = hnswlib.Index(space="ip", dim=dim)
+    index.init_index(max_elements=max(n, 1), M=int(m), ef_construction=int(ef_construction), random_seed=0)
+    index.set_num_threads(threads or os.cpu_count() or 1)
+    step = 50_000
+    for a in range(0, n, step):
+        index.add_items(np.ascontiguousarray(emb[a : a + step], dtype=np.float32), np.arange(first + a, first + min(n, a + step)))
+    return index
+
+
+def to_bytes(index: object, scratch: Path) -> bytes:
+    """hnswlib only saves to a path: save to ``scratch`` (inside the store), read it back, remove it."""
+    try:
+        index.save_index(str(scratch))
+        return scratch.read_bytes()
+    finally:
+        try:
+            scratch.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def load(path: Path, dim: int, n: int) -> object:
+    import hnswlib
+
+    index = hnswlib.Index(space="ip", dim=dim)
+    index.load_index(str(path), max_elements=n)
+    return index

@@ -1,0 +1,274 @@
+"""T7: one writer process appends and supersedes while reader threads and a reader process query.
+
+Every query records the version it ran on (``Hits.version``) and the documents valid at its
+``as_of``; the oracle replays the writer's operations (a pure function of a seed) into the
+temporal model of ``test_temporal`` up to that version. Zero violations are allowed; no
+reader's version ever goes backwards; a second writer is refused at once; a SIGKILLed
+writer's lock is free as soon as the process is gone.
+
+Runs 60 s by default (``MEMPP_T7_SECONDS`` to change it; ``MEMPP_LONG=1`` runs 600 s).
+The figures (duration, queries checked, violations) are printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mempp
+
+from conc_worker import AS_OFS, all_valid, operations
+from test_temporal import Model, as_of_instant
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "conc_worker.py"
+SECONDS = float(os.environ.get("MEMPP_T7_SECONDS", 600 if os.environ.get("MEMPP_LONG") == "1" else 60))
+SEED = 20261130
+
+
+class Oracle:
+    """The model at every version of the writer's history, and the valid set per (version, as_of)."""
+
+    def __init__(self, seed: int) -> None:
+        self.model = Model()
+        self.ops = operations(seed)
+        self.at: dict[int, tuple[int, int]] = {0: (0, 0)}
+        self.cache: dict[tuple[int, str | None], frozenset[int]] = {}
+
+    def _extend(self, version: int) -> None:
+        while max(self.at) < version:
+            op = next(self.ops)
+            if op[0] == "add":
+                self.model.add(op[1])
+            else:
+                self.model.supersede(op[1], op[2], op[3])
+            self.at[max(self.at) + 1] = (len(self.model.docs), len(self.model.events))
+
+    def valid(self, version: int, as_of: str | None) -> frozenset[int]:
+        """``Model.valid`` restricted to the documents and events of ``version``, indexed for speed."""
+        got = self.cache.get((version, as_of))
+        if got is None:
+            self._extend(version)
+            n, e = self.at[version]
+            theta = as_of_instant(as_of)
+            ends: dict[int, list] = {}
+            for old, _, eff in self.model.events[:e]:
+                ends.setdefault(old, []).append(eff)
+            out = set()
+            for d in self.model.docs[:n]:
+                effs = ends.get(d.id, ())
+                if theta is None:
+                    ok = not effs
+                else:
+                    ok = d.date is not None and d.date <= theta and not any(x != "now" and x <= theta for x in effs)
+                if ok:
+                    out.add(d.id)
+            got = self.cache[(version, as_of)] = frozenset(out)
+        return got
+
+    def slow_valid(self, version: int, as_of: str | None) -> set[int]:
+        """The model's own rule (to check the indexed one above)."""
+        self._extend(version)
+        m = Model()
+        n, e = self.at[version]
+        m.docs, m.events = self.model.docs[:n], self.model.events[:e]
+        return m.valid(as_of)
+
+
+def _thread_reader(name, store, stop, log, errors, own: bool) -> None:
+    last = 0
+    i = 0
+    try:
+        while not stop.is_set():
+            if own and i % 3 == 0:
+                store.refresh()
+            as_of = AS_OFS[i % len(AS_OFS)]
+            version, ids = all_valid(store, as_of)
+            if version < last:
+                errors.append(f"{name}: version went back from {last} to {version}")
+            last = version
+            log.append((name, version, as_of, tuple(ids)))
+            i += 1
+    except Exception as exc:  # pragma: no cover - reported by the test
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def _refresher(store, stop, errors) -> None:
+    last = 0
+    while not stop.is_set():
+        v = store.refresh()
+        if v < last:
+            errors.append(f"refresh went back from {last} to {v}")
+        last = v
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_readers_see_whole_commits_while_a_writer_runs(tmp_path):
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:  # version 0 exists as an empty store
+        pass
+    writer = subprocess.Popen(
+        [sys.executable, str(WORKER), "writer", str(path), str(SEED), str(SECONDS + 5), "0.02"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    reader_out = tmp_path / "reader.jsonl"
+    reader = subprocess.Popen(
+        [sys.executable, str(WORKER), "reader", str(path), str(SECONDS), str(reader_out), "7"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert writer.stdout.readline().strip() == "1"  # the first commit is acknowledged
+    start = time.monotonic()
+    shared = mempp.Store.open(path, read_only=True)  # one Store, several threads, refreshed by another
+    own = [mempp.Store.open(path, read_only=True) for _ in range(2)]
+    stop = threading.Event()
+    log: list = []
+    errors: list[str] = []
+    threads = [threading.Thread(target=_refresher, args=(shared, stop, errors))]
+    threads += [threading.Thread(target=_thread_reader, args=(f"shared{i}", shared, stop, log, errors, False)) for i in range(2)]
+    threads += [threading.Thread(target=_thread_reader, args=(f"own{i}", s, stop, log, errors, True)) for i, s in enumerate(own)]
+    for t in threads:
+        t.start()
+
+    refusals = 0
+    second = mempp.Store.open(path, embedder=mempp.HashEmbedder())
+    while time.monotonic() - start < SECONDS:
+        time.sleep(min(5.0, max(0.0, SECONDS - (time.monotonic() - start))))
+        before = second.refresh()
+        with pytest.raises(mempp.StoreLockedError):  # a second writer is refused at once, from another process
+            second.add([{"id": "intruder", "text": "a second writer"}])
+        refusals += 1
+        assert "intruder" not in {r.key for r in second.history("intruder")} and second.version == before
+    stop.set()
+    for t in threads:
+        t.join()
+    duration = time.monotonic() - start
+    assert reader.wait(timeout=120) == 0, reader.stderr.read()
+
+    # Kill the writer mid-run: the kernel frees its flock, so the next writer gets it at once.
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    acked = [int(x) for x in writer.stdout.read().split()] or [1]
+    second.refresh()
+    version = second.version
+    second.add([{"id": "after-kill", "text": "the lock was free", "date": "2024-01-01"}])  # no StoreLockedError
+    assert second.version == version + 1
+    second.close()
+    shared.close()
+    for s in own:
+        s.close()
+
+    oracle = Oracle(SEED)
+    assert version >= max(acked)  # every acknowledged commit is there
+    with mempp.Store.open(path, version=version) as final:  # and the whole store equals the model
+        oracle._extend(version)
+        assert len(final) == oracle.at[version][0]
+        for d in oracle.model.docs[: oracle.at[version][0]]:
+            assert final.get(d.id).key == d.key
+
+    proc_log = [json.loads(line) for line in reader_out.read_text().splitlines()]
+    proc_versions = [r["v"] for r in proc_log]
+    assert proc_versions == sorted(proc_versions), "the reader process's version went backwards"
+    checked = violations = 0
+    examples = []
+    for name, v, as_of, ids in itertools.chain(log, (("process", r["v"], r["as_of"], tuple(r["ids"])) for r in proc_log)):
+        checked += 1
+        if frozenset(ids) != oracle.valid(v, as_of):
+            violations += 1
+            examples.append((name, v, as_of))
+    for v in sorted({v for _, v, _, _ in log})[::50]:  # the indexed oracle agrees with the model's own rule
+        for as_of in AS_OFS:
+            assert oracle.valid(v, as_of) == oracle.slow_valid(v, as_of)
+    versions_seen = len({v for _, v, _, _ in log} | set(proc_versions))
+    print(
+        f"\nT7: {duration:.1f} s, writer committed {version} versions ({oracle.at[version][0]} documents, "
+        f"{oracle.at[version][1]} supersessions); {checked} queries checked ({len(log)} in threads, {len(proc_log)} in a "
+        f"process) over {versions_seen} versions; {violations} violations; {refusals} second-writer refusals"
+    )
+    assert not errors, errors[:5]
+    assert violations == 0, examples[:5]
+    assert len(proc_log) > 0 and len(log) > 0 and versions_seen > 1
+
+
+def test_second_writer_in_the_same_process_is_refused(tmp_path):
+    """flock is per open file: two Stores in one process exclude each other too; close() frees it."""
+    path = tmp_path / "s"
+    a = mempp.Store.open(path, embedder=mempp.HashEmbedder())
+    b = mempp.Store.open(path, embedder=mempp.HashEmbedder())
+    a.add([{"id": "x", "text": "first writer"}])
+    with pytest.raises(mempp.StoreLockedError, match="another writer"):
+        b.add([{"id": "y", "text": "second writer"}])
+    with pytest.raises(mempp.StoreLockedError):
+        b.supersede("x", "x")
+    assert b.version == 0 and b.refresh() == a.version == 1  # the refused writer wrote nothing
+    a.close()
+    b.add([{"id": "y", "text": "second writer"}])  # free once the first closed
+    assert b.version == 2 and b.get("x").text == "first writer"
+    b.close()
+
+
+def test_threads_share_one_store_while_it_refreshes(tmp_path):
+    """get/history/query from many threads right after a refresh: the lazily built key index
+    is built once (no duplicated history), and every answer comes from one snapshot."""
+    path = tmp_path / "s"
+    writer = mempp.Store.open(path, embedder=mempp.HashEmbedder())
+    writer.add([{"id": "seed", "text": "seed"}])
+    reader = mempp.Store.open(path, read_only=True)
+    n_keys = 3000
+    writer.add([{"id": f"k{i}", "text": f"budget item {i}", "date": "2023-01-01"} for i in range(n_keys)])
+    writer.supersede("k0", "k1")
+    errors: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def work(t: int) -> None:
+        try:
+            barrier.wait()
+            if t == 0:
+                reader.refresh()
+            for i in range(t, n_keys, 97):
+                h = reader.history(f"k{i}")
+                if len(h) not in (0, 1):
+                    errors.append(f"history(k{i}) has {len(h)} entries")
+            hits = reader.query("budget", k=10**9, depth=10**9, legs=["vector"], reserve=False)
+            if hits.version == 3 and len(hits) != n_keys:  # v3: k0 superseded, seed still valid
+                errors.append(f"v3 query saw {len(hits)} documents")
+            if hits.version == 1 and len(hits) != 1:
+                errors.append(f"v1 query saw {len(hits)} documents")
+        except Exception as exc:  # pragma: no cover
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+    reader.refresh()
+    assert [len(reader.history(f"k{i}")) for i in range(n_keys)] == [1] * n_keys
+    assert reader.get("k0").valid_until is not None
+    writer.close()
+    reader.close()
+
+
+def test_open_snapshot_files_are_never_deleted(tmp_path):
+    """Every file any version names still exists after many more commits (nothing deletes published files)."""
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as w:
+        w.add([{"id": "a", "text": "one"}])
+        old = mempp.Store.open(path, read_only=True)
+        for i in range(5):
+            w.add([{"id": "a", "text": f"version {i}"}])
+    for v in range(1, 7):
+        with mempp.Store.open(path, version=v) as s:
+            assert len(s) == v
+    assert old.get("a").text == "one" and old.version == 1
+    old.close()

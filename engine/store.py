@@ -6,6 +6,7 @@ import functools
 import json
 import math
 import os
+import time
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +35,9 @@ from mempp.storage import (
 from mempp.storage.fsutil import fsync_dir
 
 from mempp.kernels import quantize_rows
+from mempp.storage.ann import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
+from mempp.storage.ann import build as ann_build
+from mempp.storage.ann import to_bytes as ann_bytes
 
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
 from .dates import from_us, iso, to_us
@@ -369,6 +373,35 @@ class Store:
         if out:
             self._commit(CommitBatch(supersessions=out))
 
+    @_one_writer_thread
+    def build_ann(
+        self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
+    ) -> dict | None:
+        """Index the committed documents no ANN index covers yet (HNSW), if there are ``min_docs``.
+
+        The index is built aside from the embeddings already committed (queries go on, on
+        the exact scan), written and checksummed like every store file, and published as a
+        new version; readers load it in the background after checking its sha256. Documents
+        added later are scanned exactly until the next ``build_ann``. The vector leg then
+        chooses, per query and index, between the index (oversampled, post-filtered, rescored
+        exactly) and the exact scan, by a cost model (``planner.ann_cost_ms``). Returns
+        ``{"first", "n", "seconds"}`` or None when there was too little to index.
+        """
+        self._check_writable()
+        self._begin_write()
+        snap = self._snap
+        first = max((a.first + a.n for a in snap.ann), default=0)
+        n = snap.n_docs - first
+        if n <= 0 or n < min_docs:
+            return None
+        t = time.perf_counter()
+        rows = [e.segment.embeddings[max(0, first - e.base) :] for e in snap.segments if e.base + e.segment.n > first]
+        index = ann_build(np.concatenate(rows) if len(rows) > 1 else rows[0], first, m=m, ef_construction=ef_construction, threads=threads)
+        data = ann_bytes(index, self.path / f".ann-build.tmp-{os.getpid()}")
+        params = {"space": "ip", "M": int(m), "ef_construction": int(ef_construction)}
+        self._commit(CommitBatch(ann=(first, n, params, data)))
+        return {"first": first, "n": n, "seconds": round(time.perf_counter() - t, 2)}
+
     def _check_writable(self) -> None:
         self._check_open()
         if self.read_only:
@@ -564,7 +597,7 @@ class Store:
 
     def _options(
         self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
-        context_mode,
+        context_mode, vector_index="auto",
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
@@ -602,6 +635,7 @@ class Store:
             context=ctx if any(ctx) else (),
             context_length=None if context_length is None else float(context_length),
             context_max=_context_mode(context_mode),
+            ann=_vector_index(vector_index),
             k=int(min(k, n)),
             as_of=_date_arg(as_of, "as_of", end_of_day=True),
             weights=w,
@@ -634,6 +668,7 @@ class Store:
         context_length: float | None = None,
         context_mode: str = DEFAULT_CONTEXT_MODE,
         question_dates: bool = False,
+        vector_index: str = "auto",
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -649,6 +684,9 @@ class Store:
         ``"sum"`` adds the neighbours' weighted scores.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
+        ``vector_index``: over documents an ANN index covers (:meth:`build_ann`), ``"auto"``
+        lets the planner choose the index or the exact scan per query by cost, ``"ann"`` always
+        uses the index, ``"exact"`` never does. Without an index the scan is exact either way.
         """
         self._check_open()
         snap = self._snap  # the whole query runs on this one version, whatever refresh() does meanwhile
@@ -664,7 +702,7 @@ class Store:
         opt = self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode,
+            context_mode=context_mode, vector_index=vector_index,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -817,11 +855,12 @@ class Store:
         self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
+        vector_index: str = "auto",
     ) -> QueryOptions:
         return self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode,
+            context_mode=context_mode, vector_index=vector_index,
         )
 
     def stats(self) -> dict[str, Any]:
@@ -889,6 +928,12 @@ def _pinned_manifest(path: Path, current: dict | None, version: Any, as_known_at
     if int(manifest.get("version", -1)) != want or manifest.get("commits", [])[-1:] != entry:
         raise CorruptStoreError(str(path / f"manifests/{want:08d}.json"), "does not match the committed history")
     return manifest
+
+
+def _vector_index(mode: Any) -> str:
+    if mode not in ("auto", "ann", "exact"):
+        raise ValidationError(f"expected 'auto', 'ann' or 'exact', got {mode!r}", field="vector_index")
+    return mode
 
 
 def _context_mode(mode: Any) -> bool:

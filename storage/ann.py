@@ -28,9 +28,38 @@ class AnnIndex:
     n: int  # documents covered
     name: str  # file, relative to the store
     params: dict
+    ref: object = None  # its FileRef (size, sha256)
     index: object | None = None  # hnswlib.Index once loaded
     failed: str | None = None  # why it could not be loaded (the planner scans exactly)
+    _thread: threading.Thread | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def load_in_background(self, store: Path, dim: int) -> None:
+        """Verify the file's sha256, then load it, in a daemon thread: opening never waits for it."""
+        with self._lock:
+            if self._thread is not None or self.index is not None or self.failed is not None:
+                return
+            self._thread = threading.Thread(target=self._load, args=(store, dim), name=f"mempp-ann-{self.name}", daemon=True)
+            self._thread.start()
+
+    def _load(self, store: Path, dim: int) -> None:
+        from .manifest import verify_files
+
+        try:
+            bad = verify_files(store, [self.ref])
+            if bad:
+                self.failed = str(bad[self.ref.name])  # derived data: the next build_ann replaces it
+                return
+            self.index = load(store / self.name, dim, self.n)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the exact scan in charge
+            self.failed = f"{store / self.name}: {exc}"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background load; True when the index is ready."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
+        return self.index is not None
 
     def knn(self, query: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
         """Up to ``k`` (doc ids, inner products) best first; hnswlib's search is thread-safe for reads."""

@@ -20,6 +20,7 @@ from mempp.kernels import quantize_rows
 from .analyzer import Analyzer
 from .arrowio import map_table
 from .errors import CorruptStoreError
+from .ann import AnnIndex
 from .manifest import FileRef, verify_files
 from .postings import Postings
 from .segment import NAT, Segment, _timestamps
@@ -142,6 +143,7 @@ class Snapshot:
         for _, files in commits:
             if "docs" in files and files["docs"].name in old:
                 files = {k: f for k, f in files.items() if k in ("dict", "sup")}
+            files = {k: f for k, f in files.items() if k != "ann"}  # ANN indexes verify as they load, in the background
             todo.extend(f for f in files.values() if (f.name, f.sha256) not in self.verified)
         bad = verify_files(store, todo, hash=verify)
         if verify:
@@ -202,6 +204,15 @@ class Snapshot:
                     self._damaged(bad[files["sup"].name])
                 else:
                     sup_tables.append(map_table(store / files["sup"].name))
+        # ANN indexes over ranges of documents: loaded (after their checksum) in the background.
+        old_ann = {a.name: a for a in previous.ann} if previous is not None else {}
+        self.ann: list[AnnIndex] = []
+        for commit, files in commits:
+            if "ann" in files:
+                ref, info = files["ann"], commit["ann"]
+                a = old_ann.get(ref.name) or AnnIndex(int(info["first"]), int(info["n"]), ref.name, dict(info.get("params", {})), ref)
+                a.load_in_background(store, self.dim)
+                self.ann.append(a)
         if previous is not None and old_terms == self.term_files[: len(old_terms)]:
             self.term_ids = dict(previous.term_ids)  # the dictionary only grows: extend a copy
             for i in range(len(self.term_ids), len(terms)):

@@ -39,13 +39,14 @@ class CommitBatch:
     window_rows: np.ndarray | None = None  # segment row owning each extra window vector (long documents)
     window_embeddings: np.ndarray | None = None
     quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
+    ann: tuple[int, int, dict, bytes] | None = None  # an ANN index over doc ids [first, first + n): (first, n, params, file)
 
     @property
     def n_docs(self) -> int:
         return 0 if self.columns is None else len(self.columns["doc_id"])
 
     def empty(self) -> bool:
-        return self.n_docs == 0 and not self.supersessions
+        return self.n_docs == 0 and not self.supersessions and self.ann is None
 
 
 def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
@@ -138,6 +139,11 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
         )
         files["sup"] = write_file(store, f"{stem}.sup.arrow", encode_table(table)).to_json()
         failpoint("after_sup_fsync")
+    if batch.ann is not None:
+        first, n, params, data = batch.ann
+        files["ann"] = write_file(store, f"{stem}.ann.hnsw", data).to_json()
+        failpoint("after_ann_fsync")
+        entry["ann"] = {"first": int(first), "n": int(n), "params": params}
     manifest = dict(previous)
     manifest.update(
         version=version,

@@ -13,7 +13,14 @@ import pytest
 
 from mempp.kernels import (
     TopK,
+    batch_topk,
     bm25_accumulate,
+    bm25_accumulate_dense,
+    bm25_norms,
+    bm25_probe,
+    dense_topk,
+    masked_dot_topk_i8,
+    quantize_rows,
     candidate_moments,
     clear_touched,
     context_topk,
@@ -21,6 +28,8 @@ from mempp.kernels import (
     masked_dot_topk,
     topk_touched,
 )
+from mempp.kernels.invert import invert
+from mempp.kernels.masks import day_numbers, valid_mask
 from mempp.storage.postings import Postings
 
 N = 100_000
@@ -92,3 +101,73 @@ def test_dense_scan_and_context(benchmark, corpus):
                      corpus["mask"], 50, np.empty(50, dtype=np.int64), np.empty(50), np.empty(len(cands)), True)
 
     benchmark(run)
+
+
+def test_bm25_dense(benchmark, corpus):
+    post = corpus["post"]
+    starts, ends, _ = post.lookup(corpus["q_terms"])
+    idf = np.ones(len(starts))
+    norms = np.empty(N)
+    bm25_norms(corpus["lengths"], corpus["avgdl"], 1.2, 0.75, norms)
+    scores = np.zeros(N, dtype=np.float32)
+    out_i = np.empty(10, dtype=np.int64)
+    out_s = np.empty(10, dtype=np.float32)
+
+    def run():
+        bm25_accumulate_dense(post.docs, post.tfs, starts, ends, idf, norms, 1.2, 0, scores)
+        dense_topk(scores, corpus["mask"], 10, out_i, out_s)
+
+    benchmark(run)
+
+
+def test_bm25_probe(benchmark, corpus):
+    post = corpus["post"]
+    starts, ends, _ = post.lookup(corpus["q_terms"][:1])
+    norms = np.empty(N)
+    bm25_norms(corpus["lengths"], corpus["avgdl"], 1.2, 0.75, norms)
+    docs = np.sort(np.random.default_rng(1).choice(N, 500, replace=False)).astype(np.int64)
+    scores = np.zeros(N, dtype=np.float32)
+    benchmark(bm25_probe, post.docs, post.tfs, starts[0], ends[0], 1.0, norms, 1.2, 0, docs, scores)
+
+
+def test_masked_dot_topk_int8(benchmark, corpus):
+    q8 = np.empty(corpus["emb"].shape, dtype=np.int8)
+    scale = np.empty(N, dtype=np.float32)
+    quantize_rows(corpus["emb"], q8, scale)
+
+    def run():
+        heap = TopK(200)
+        heap.n = masked_dot_topk_i8(q8, scale, corpus["q"], corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        return heap.result()
+
+    benchmark(run)
+
+
+def test_batch_topk_after_matrix_product(benchmark, corpus):
+    queries = corpus["emb"][:64].copy()
+    masks = np.repeat(corpus["mask"][None, :], 64, axis=0)
+
+    def run():
+        hs = np.empty((64, 66), dtype=np.float32)
+        hi = np.empty((64, 66), dtype=np.int64)
+        hn = np.zeros(64, dtype=np.int64)
+        for r0 in range(0, N, 8192):
+            batch_topk(queries @ corpus["emb"][r0 : r0 + 8192].T, masks, r0, 66, hs, hi, hn)
+
+    benchmark(run)
+
+
+def test_valid_mask(benchmark, corpus):
+    rng = np.random.default_rng(2)
+    dates = rng.integers(0, 10**15, N).astype(np.int64)
+    until = np.where(rng.random(N) < 0.1, dates + 10**12, np.iinfo(np.int64).max).astype(np.int64)
+    dd, ud = day_numbers(dates, np.iinfo(np.int64).min), day_numbers(until, np.iinfo(np.int64).max)
+    out = np.empty(N, dtype=np.uint8)
+    benchmark(valid_mask, dd, ud, dates, until, 5 * 10**14, out)
+
+
+def test_invert_batch(benchmark, corpus):
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(50, 200, 20_000).astype(np.int64)
+    flat = rng.integers(0, 50_000, int(lengths.sum())).astype(np.int64)
+    benchmark(invert, flat, lengths, 50_000)

@@ -576,9 +576,9 @@ class Store:
             self._index_keys()
             return [self._record(d) for d in self._keys.get(key, [])]
 
-    def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, **extra: Any) -> Any:
+    def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, row: dict | None = None, **extra: Any) -> Any:
         snap = snap or self._snap
-        r = snap.row(doc)
+        r = row if row is not None else snap.row(doc)
         vu = int(snap.valid_until[doc])
         return cls(
             doc_id=doc,
@@ -733,9 +733,10 @@ class Store:
             return hits
         chosen, fused, rankings, details = run(snap, text, qvec, opt, self._name_matcher(snap))
         rank_of = {leg: {d: i for i, d in enumerate(r)} for leg, r in rankings.items()}
-        for doc, reserved in chosen:
+        rows = snap.rows([doc for doc, _ in chosen])
+        for (doc, reserved), row in zip(chosen, rows):
             ranks = {leg: rank_of[leg].get(doc) if leg in rank_of else None for leg in LEGS}
-            hits.append(self._record(doc, Hit, snap, score=fused[doc], ranks=ranks, reserved=reserved))
+            hits.append(self._record(doc, Hit, snap, row=row, score=fused[doc], ranks=ranks, reserved=reserved))
         hits.plan = Plan(
             as_of=from_us(opt.as_of),
             candidates=details["candidates"],

@@ -317,6 +317,24 @@ class Snapshot:
         out["embedding"] = entry.segment.embeddings[row]
         return out
 
+    def rows(self, doc_ids: list[int]) -> list[dict]:
+        """:meth:`row` of many documents: one Arrow ``take`` per segment (several times faster per row)."""
+        out: list = [None] * len(doc_ids)
+        if not doc_ids:
+            return out
+        ids = np.asarray(doc_ids, dtype=np.int64)
+        seg = np.searchsorted(self._starts, ids, side="right") - 1
+        for i in np.unique(seg).tolist():
+            where = np.flatnonzero(seg == i)
+            entry = self.segments[i]
+            table = entry.segment.table
+            local = ids[where] - entry.base
+            names = [n for n in table.column_names if n != "embedding"]
+            for w, r, row in zip(where.tolist(), local.tolist(), table.select(names).take(pa.array(local)).to_pylist()):
+                row["embedding"] = entry.segment.embeddings[r]
+                out[w] = row
+        return out
+
     def keys_of(self, doc_ids: np.ndarray) -> list:
         """The ``key`` of each document (None where it has none), in the order given."""
         out: list = [None] * len(doc_ids)

@@ -791,7 +791,8 @@ class Store:
         as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
         or one per query; query embeddings are computed in batches unless given. Within a
         chunk the vector leg is one matrix product per block of documents
-        (``planner.vector_legs``), certified equal to the single-query leg.
+        (``planner.vector_legs``), certified equal to the single-query exact scan; ANN indexes
+        are not used in a batch (the product is the cheaper way to scan for many queries).
         """
         import pyarrow as pa
 

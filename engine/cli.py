@@ -6,6 +6,7 @@ Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Sequence
@@ -197,16 +198,28 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         texts.append(obj["text"])
         as_ofs.append(obj.get("as_of", args.as_of))
         ids.append(str(obj.get("id", len(ids))))
-    with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store, ProgressBar(len(texts), "query", unit="queries") as bar:
-        table = store.query_batch(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args))
-    table = table.add_column(1, "query_id", pa.array([ids[i] for i in table.column("query").to_pylist()], pa.string()))
+    from .store import _BATCH_SCHEMA
+
+    schema = _BATCH_SCHEMA.insert(1, pa.field("query_id", pa.string()))
+    rows = 0
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at))
+        bar = stack.enter_context(ProgressBar(len(texts), "query", unit="queries"))
+        writer = None
+        if args.out:
+            sink = stack.enter_context(pa.OSFile(args.out, "wb"))
+            writer = stack.enter_context(pa.ipc.new_file(sink, schema))
+        # Written as the chunks come: memory holds one chunk of queries, not the whole result.
+        for batch in store.query_stream(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args)):
+            batch = batch.add_column(1, "query_id", pa.array([ids[i] for i in batch.column("query").to_pylist()], pa.string()))
+            rows += batch.num_rows
+            if writer is not None:
+                writer.write_batch(batch)
+            else:
+                for row in batch.to_pylist():
+                    print(json.dumps(row, ensure_ascii=False))
     if args.out:
-        with pa.OSFile(args.out, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        print(f"{args.out}: {table.num_rows} rows for {len(texts)} queries")
-    else:
-        for row in table.to_pylist():
-            print(json.dumps(row, ensure_ascii=False))
+        print(f"{args.out}: {rows} rows for {len(texts)} queries")
     return 0
 
 

@@ -181,6 +181,18 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         single = [h.doc_id for h in store.query(qtexts[q], embedding=qemb[q], as_of=days[q], k=10, vector_index="exact")]
         got = [r["doc_id"] for r in table.filter(np.asarray(table.column("query")) == q).to_pylist()]
         batch_check += got == single
+    # The float32 scan alone (what the int8 copy replaces), on the first 200 queries.
+    from mempp.kernels import TopK, masked_dot_topk
+
+    f32_t = []
+    for q in range(min(200, queries, len(as_of))):
+        mask = P.candidate_mask(snap, P.QueryOptions(k=10, as_of=(as_of[q] + 1) * DAY_US - 1))
+        t = time.perf_counter()
+        heap = TopK(50)
+        for e in snap.segments:
+            heap.n = masked_dot_topk(e.segment.embeddings, qemb[q], mask, e.base, 50, heap.scores, heap.ids, heap.n)
+        heap.result()
+        f32_t.append(time.perf_counter() - t)
     hwm = 0.0  # the query session's peak, before the checks below load the workload's arrays
     with open("/proc/self/status") as f:
         for line in f:
@@ -234,6 +246,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         "lexical": _ms(lex_t),
         "vector": _ms(vec_t),
         "hybrid": _ms(all_t),
+        "vector_float32_scan": _ms(f32_t),
         "batch": {"queries": nb, "qps": round(nb / batch_s, 1), "equal_to_single_queries": batch_check},
         "vector_methods": methods,
         "checked_queries": min(check, queries),
@@ -298,6 +311,10 @@ def table(report: dict[str, Any]) -> str:
                     note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
             if leg == "vector":
                 note = f"recall@10 vs float32 {s['vector_recall10_vs_float32']}; {r.get('vector_gbs', '')} GB/s effective of {report['membw_gbs']} GB/s"
+            if leg == "vector":
+                f = s.get("vector_float32_scan")
+                if f:
+                    note += f"; the float32 scan alone: p50 {f['p50_ms']} ms ({f['p50_ms'] / x['p50_ms']:.2f}x the int8 leg)"
             if leg == "mask":
                 note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"
             lines.append(f"| {n} | {leg} | {x['p50_ms']} | {x['p95_ms']} | {x['qps']:,.0f} | {note} |")

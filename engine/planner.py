@@ -35,7 +35,7 @@ from mempp.kernels import (
     topk_touched,
     with_neighbours,
 )
-from mempp.kernels.masks import day_numbers, valid_mask
+from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
@@ -47,6 +47,7 @@ B = 0.75
 DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumulates densely
 MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
+KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
 
 _buffers = threading.local()
 
@@ -95,9 +96,10 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
     else:
         days = cache.get("days")
         if days is None:
-            days = cache["days"] = (day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER))
+            dd, ud = day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER)
+            days = cache["days"] = (dd, ud, day_index(dd), day_index(ud))
         mask = np.empty(snap.n_docs, dtype=np.uint8)
-        valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), mask)
+        valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), mask, days[2], days[3])
     filtered = opt.date_from is not None or opt.date_to is not None or any(
         v is not None for v in (opt.authors, opt.threads, opt.channels)
     )
@@ -377,7 +379,9 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         if entry.q8 is None:
             exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
     if quant:
-        keep = max(RESCORE * depth, depth + 100)
+        # Keep enough rows that the gap between the depth-th score and the kept floor exceeds the
+        # rounding bound: the gap shrinks as candidates grow (more near-ties at the top).
+        keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(mask)) // KEEP_PER_CANDIDATES)
         approx = TopK(keep, dtype=np.float32)
         for entry in quant:
             approx.n = masked_dot_topk_i8(entry.q8, entry.q8_scale, query, mask, entry.base, keep, approx.scores, approx.ids, approx.n)

@@ -21,14 +21,31 @@ def day_numbers(us: np.ndarray, none: int) -> np.ndarray:
     return out.astype(np.int32)
 
 
+def day_index(days: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, sorted days): the documents sorted by day number, to find one day's documents."""
+    order = np.argsort(days, kind="stable").astype(np.int64)
+    return order, days[order]
+
+
 @njit(cache=True, nogil=True)
-def valid_mask(date_days, until_days, dates, valid_until, t, out):
-    """``out[i] = dates[i] <= t < valid_until[i]`` (undated documents are never valid at a date)."""
+def _settle_day(order, sorted_days, td, date_days, dates, valid_until, t, out):
+    lo = np.searchsorted(sorted_days, td, side="left")
+    hi = np.searchsorted(sorted_days, td, side="right")
+    for j in range(lo, hi):
+        i = order[j]
+        out[i] = (date_days[i] != 2147483647) & (dates[i] <= t) & (valid_until[i] > t)  # undated: never
+
+
+@njit(cache=True, nogil=True)
+def valid_mask(date_days, until_days, dates, valid_until, t, out, by_date, by_until):
+    """``out[i] = dates[i] <= t < valid_until[i]`` (undated documents are never valid at a date).
+
+    One pass compares day numbers only, without branches (it vectorizes); the documents
+    dated or retired on ``t``'s own day, found through ``by_date``/``by_until``
+    (:func:`day_index` of the day numbers), are then settled from their µs values.
+    """
     td = t // 86_400_000_000
     for i in range(date_days.shape[0]):
-        d = date_days[i]
-        u = until_days[i]
-        ok = d < td or (d == td and dates[i] <= t)
-        if ok:
-            ok = u > td or (u == td and valid_until[i] > t)
-        out[i] = ok
+        out[i] = (date_days[i] < td) & (until_days[i] > td)
+    _settle_day(by_date[0], by_date[1], td, date_days, dates, valid_until, t, out)
+    _settle_day(by_until[0], by_until[1], td, date_days, dates, valid_until, t, out)

@@ -261,12 +261,13 @@ _US = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_US | st.just(int(mempp.storage.NAT)), _US | st.just(int(mempp.storage.FOREVER))), max_size=40), _US)
 def test_valid_mask_kernel_matches_the_rule(docs, t):
-    from mempp.kernels.masks import day_numbers, valid_mask
+    from mempp.kernels.masks import day_index, day_numbers, valid_mask
 
     NAT, FOREVER = int(mempp.storage.NAT), int(mempp.storage.FOREVER)
     dates = np.array([d for d, _ in docs], dtype=np.int64)
     until = np.array([u for _, u in docs], dtype=np.int64)
     out = np.empty(len(docs), dtype=np.uint8)
-    valid_mask(day_numbers(dates, NAT), day_numbers(until, FOREVER), dates, until, t, out)
+    dd, ud = day_numbers(dates, NAT), day_numbers(until, FOREVER)
+    valid_mask(dd, ud, dates, until, t, out, day_index(dd), day_index(ud))
     want = [d != NAT and d <= t and (u == FOREVER or u > t) for d, u in docs]
     assert out.astype(bool).tolist() == want

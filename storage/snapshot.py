@@ -254,14 +254,13 @@ class Snapshot:
         self.skipped.append(exc.path)
 
     def _rebuild_postings(self, seg: Segment) -> Postings:
-        """The postings of ``seg`` from its text, with this version's analyzer and term dictionary."""
-        doc_terms = []
-        for text in seg.table.column("text").to_pylist():
-            try:
-                doc_terms.append(np.array([self.term_ids[t] for t in self.analyzer.terms(text)], dtype=np.int64))
-            except KeyError:
-                raise CorruptStoreError(seg.name, "postings damaged and the text has terms missing from the dictionary") from None
-        return Postings.build(doc_terms)
+        """The postings of ``seg`` from its text, with this version's analyzer and term dictionary
+        (the same analysis and inversion that wrote them)."""
+        try:
+            flat, lengths = self.analyzer.term_ids(seg.table.column("text").to_pylist(), self.term_ids.__getitem__)
+        except KeyError:
+            raise CorruptStoreError(seg.name, "postings damaged and the text has terms missing from the dictionary") from None
+        return Postings.build_flat(flat, lengths)
 
     @property
     def thread_links(self) -> tuple[np.ndarray, np.ndarray]:
@@ -355,12 +354,6 @@ class Snapshot:
         for e in self.segments:
             out.extend(e.segment.table.column(name).to_pylist())
         return out
-
-    def global_df(self, term_ids: np.ndarray) -> np.ndarray:
-        df = np.zeros(len(term_ids), dtype=np.int64)
-        for e in self.segments:
-            df += e.postings.lookup(term_ids)[2]
-        return df
 
     @property
     def avg_length(self) -> float:

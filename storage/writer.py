@@ -32,8 +32,7 @@ class CommitBatch:
 
     columns: dict | None = None  # segment columns (see segment_schema), without "embedding"
     embeddings: np.ndarray | None = None
-    doc_terms: list[np.ndarray] = field(default_factory=list)  # term ids per new row
-    flat_terms: tuple[np.ndarray, np.ndarray] | None = None  # or: all rows' term ids back to back, and each row's count
+    flat_terms: tuple[np.ndarray, np.ndarray] | None = None  # all new rows' term ids back to back, and each row's count
     new_terms: list[str] = field(default_factory=list)
     supersessions: list[tuple[int, int, int, int]] = field(default_factory=list)  # old, new, effective µs, recorded µs
     window_rows: np.ndarray | None = None  # segment row owning each extra window vector (long documents)
@@ -93,7 +92,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     if batch.n_docs:
         files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
         failpoint("after_docs_fsync")
-        postings = Postings.build(batch.doc_terms) if batch.flat_terms is None else Postings.build_flat(*batch.flat_terms)
+        postings = Postings.build_flat(*batch.flat_terms)
         post, index = postings.encode()
         files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
         failpoint("after_post_fsync")

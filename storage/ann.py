@@ -69,17 +69,25 @@ class AnnIndex:
         return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
 
 
-def build(emb: np.ndarray, first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0) -> "object":
-    """A new hnswlib index over ``emb`` (rows are doc ids ``first ..``)."""
+def build(
+    parts: list[np.ndarray], first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
+) -> "object":
+    """A new hnswlib index over the rows of ``parts`` in order (doc ids ``first ..``), fed in
+    slices so the (memory-mapped) embeddings are never copied whole."""
     import hnswlib
 
-    n, dim = emb.shape
+    n = sum(len(p) for p in parts)
+    dim = parts[0].shape[1]
     index = hnswlib.Index(space="ip", dim=dim)
     index.init_index(max_elements=max(n, 1), M=int(m), ef_construction=int(ef_construction), random_seed=0)
     index.set_num_threads(threads or os.cpu_count() or 1)
     step = 50_000
-    for a in range(0, n, step):
-        index.add_items(np.ascontiguousarray(emb[a : a + step], dtype=np.float32), np.arange(first + a, first + min(n, a + step)))
+    label = first
+    for part in parts:
+        for a in range(0, len(part), step):
+            rows = np.ascontiguousarray(part[a : a + step], dtype=np.float32)
+            index.add_items(rows, np.arange(label, label + len(rows)))
+            label += len(rows)
     return index
 
 

@@ -100,14 +100,18 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
     return out
 
 
-def _bm25_oracle(w, q: int, n: int, mask: np.ndarray, k: int = 10) -> list[int]:
+def _bm25_corpus(w, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens, document of each token, document lengths) of the first ``n`` documents, for :func:`_bm25_oracle`."""
+    lengths = np.diff(np.asarray(w.offs[: n + 1]))
+    return np.asarray(w.toks[: w.offs[n]]), np.repeat(np.arange(n), lengths), lengths.astype(np.float64)
+
+
+def _bm25_oracle(corpus, q_terms, n: int, mask: np.ndarray, k: int = 10) -> list[int]:
     """Top ``k`` by BM25 (k1 1.2, b 0.75, Lucene idf) from the workload's tokens, in numpy."""
-    toks = np.asarray(w.toks[: w.offs[n]])
-    lengths = np.diff(np.asarray(w.offs[: n + 1])).astype(np.float64)
-    doc_of = np.repeat(np.arange(n), np.diff(np.asarray(w.offs[: n + 1])))
+    toks, doc_of, lengths = corpus
     scores = np.zeros(n)
     avgdl = lengths.mean()
-    for t in sorted(set(int(x) for x in w.qtok[q])):
+    for t in sorted(set(int(x) for x in q_terms)):
         tf = np.bincount(doc_of[toks == t], minlength=n).astype(np.float64)
         df = np.count_nonzero(tf)
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
@@ -230,10 +234,11 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         }
     mask_ok = lex_ok = 0
     recall = []
+    corpus = _bm25_corpus(w, n) if kept else None  # once: at 1M its arrays are 1.5 GB
     for q, (mask, lex, vec) in enumerate(kept):
         want_mask = np.asarray(w.active[:n]) & (np.asarray(w.dates[:n]) <= w.as_of[q])
         mask_ok += bool(np.array_equal(mask.view(bool), want_mask))
-        lex_ok += lex.tolist() == _bm25_oracle(w, q, n, want_mask)
+        lex_ok += lex.tolist() == _bm25_oracle(corpus, w.qtok[q], n, want_mask)
         sc = np.asarray(w.emb[:n]) @ qemb[q]
         sc[~want_mask] = -np.inf
         truth = set(np.argsort(-sc, kind="stable")[: min(10, int(want_mask.sum()))].tolist())

@@ -22,8 +22,6 @@ from mempp.kernels import (
     bm25_probe,
     dense_topk,
     kth_touched,
-    i8_error_bound,
-    masked_dot_topk_i8,
     rescore_exact,
     candidate_moments,
     clear_touched,
@@ -35,6 +33,7 @@ from mempp.kernels import (
     topk_touched,
     with_neighbours,
 )
+from mempp.kernels.int8dot import Int8Query
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -383,8 +382,9 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         # rounding bound: the gap shrinks as candidates grow (more near-ties at the top).
         keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(mask)) // KEEP_PER_CANDIDATES)
         approx = TopK(keep, dtype=np.float32)
+        prepared = Int8Query(query)
         for entry in quant:
-            approx.n = masked_dot_topk_i8(entry.q8, entry.q8_scale, query, mask, entry.base, keep, approx.scores, approx.ids, approx.n)
+            approx.n = prepared.scan(entry.q8, entry.q8_scale, mask, entry.base, keep, approx.scores, approx.ids, approx.n)
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
         ids = np.sort(approx.ids[: approx.n])
@@ -393,7 +393,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
             exact.n = heap_push(exact.scores, exact.ids, exact.n, depth, np.float32(sc), g)
         certified = True
         if full and exact.n:
-            eps = max(i8_error_bound(e.q8_scale, query) for e in quant)
+            eps = max(prepared.error_bound(e.q8_scale) for e in quant)
             worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
             # A row not kept has approximate <= floor, so exact <= floor + eps.
             certified = floor + eps < worst_kept

@@ -21,7 +21,8 @@ from .bm25 import (
     kth_touched,
     topk_touched,
 )
-from .cosine import batch_topk, i8_error_bound, masked_dot_topk, masked_dot_topk_i8, quantize_rows, rescore_exact
+from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
+from .int8dot import Int8Query, has_vnni, masked_dot_topk_q16, q16_error_bound, quantize_query
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
@@ -35,10 +36,13 @@ __all__ = [
     "kth_touched",
     "dense_topk",
     "quantize_rows",
-    "masked_dot_topk_i8",
+    "masked_dot_topk_q16",
+    "Int8Query",
+    "has_vnni",
+    "quantize_query",
     "rescore_exact",
     "batch_topk",
-    "i8_error_bound",
+    "q16_error_bound",
     "bm25_idf",
     "topk_touched",
     "clear_touched",

@@ -53,47 +53,6 @@ def quantize_rows(emb, out_q, out_scale):
             out_q[r, j] = np.int8(round(emb[r, j] * inv))
 
 
-@njit(cache=True, nogil=True, fastmath=True)
-def _dot_i8(q, b):
-    acc = np.float32(0.0)
-    for j in range(q.shape[0]):
-        acc += np.float32(q[j]) * b[j]
-    return acc
-
-
-@njit(cache=True, nogil=True, fastmath=True)
-def masked_dot_topk_i8(q8, scale, query, mask, base, k, heap_scores, heap_ids, n_heap):
-    """:func:`masked_dot_topk` over the int8 copy: approximate scores ``scale[r] * (q8[r] · query)``.
-
-    A quarter of the bytes of the float32 scan; callers rescore the kept rows exactly
-    (:func:`rescore_exact`) and check the error bound of :func:`i8_error_bound`.
-    """
-    for row in range(q8.shape[0]):
-        g = base + row
-        if mask[g]:
-            acc = np.float32(0.0)
-            for j in range(q8.shape[1]):
-                acc += np.float32(q8[row, j]) * query[j]
-            s = scale[row] * acc
-            # Most rows lose to the heap's worst: test that here, call the heap only for the rest.
-            if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
-                n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
-    return n_heap
-
-
-def i8_error_bound(scale: np.ndarray, query: np.ndarray) -> float:
-    """Largest possible ``|approximate - exact|`` score of any row.
-
-    Rounding moves each coordinate by at most ``scale / 2``, so the dot product by at
-    most ``max(scale) / 2 * sum(|query|)``; float32 accumulation of ``d`` products of size
-    at most ``127 * scale * |query_j|`` adds at most ``d * 2^-23`` of their sum (both scans).
-    """
-    if len(scale) == 0:
-        return 0.0
-    d = len(query)
-    return float(scale.max()) * float(np.abs(query).sum()) * (0.5 + 2 * 127 * d * 2.0**-23) + 1e-7
-
-
 @njit(cache=True, nogil=True)
 def rescore_exact(emb, rows, query, out):
     """``out[i] = emb[rows[i]] · query`` with the float32 kernel of the exact scan (same rounding)."""

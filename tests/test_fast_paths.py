@@ -25,9 +25,10 @@ from mempp.kernels import (
     bm25_idf,
     bm25_norms,
     dense_topk,
-    i8_error_bound,
+    Int8Query,
+    has_vnni,
     masked_dot_topk,
-    masked_dot_topk_i8,
+    masked_dot_topk_q16,
     quantize_rows,
 )
 
@@ -73,26 +74,57 @@ def unit_rows(rng, n, d=DIM):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 384]), st.floats(1e-3, 1e3))
-def test_int8_scores_within_the_error_bound(seed, n, d, magnitude):
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 100, 128, 384, 1024]), st.floats(1e-3, 1e3), st.floats(1e-3, 1e3))
+def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag):
     rng = np.random.default_rng(seed)
     emb = unit_rows(rng, n, d) * np.float32(magnitude)
     emb[0, :] = 0.0  # an all-zero row
-    query = unit_rows(rng, 1, d)[0]
+    query = unit_rows(rng, 1, d)[0] * np.float32(qmag)
+    if n > 1:
+        emb[1, :] = np.float32(magnitude) / np.sqrt(d) * np.sign(query)  # the largest possible dot product
     q8 = np.empty(emb.shape, dtype=np.int8)
     scale = np.empty(n, dtype=np.float32)
     quantize_rows(emb, q8, scale)
-    approx = scale * (q8.astype(np.float64) @ query.astype(np.float64))
+    prepared = Int8Query(query)
+    # The oracle: the kernel's own formula in exact integers, then the same float32 rounding.
+    ints = q8.astype(np.int64) @ prepared.q16.astype(np.int64)
+    assert np.abs(ints).max(initial=0) < 2**31
+    approx = scale * (np.float32(prepared.qscale) * ints.astype(np.float32))
     exact = emb.astype(np.float64) @ query.astype(np.float64)
-    assert np.abs(approx - exact).max() <= i8_error_bound(scale, query)
-    # The kernel scores the same rows, best first.
+    assert np.abs(approx.astype(np.float64) - exact).max() <= prepared.error_bound(scale)
+    # Both kernels (portable, and VNNI where the CPU has it) give exactly these scores.
     mask = np.ones(n, dtype=np.uint8)
     heap = TopK(n)
-    heap.n = masked_dot_topk_i8(q8, scale, query, mask, 0, n, heap.scores, heap.ids, heap.n)
+    heap.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
     ids, got = heap.result()
     assert sorted(ids.tolist()) == list(range(n))
-    assert np.allclose(got, approx[ids], rtol=1e-4, atol=1e-5 * magnitude)
+    assert np.array_equal(got, approx[ids])
+    heap = TopK(n)
+    heap.n = prepared.scan(q8, scale, mask, 0, n, heap.scores, heap.ids, heap.n)
+    ids2, got2 = heap.result()
+    assert np.array_equal(ids2, ids) and np.array_equal(got2, got)
+
+
+@pytest.mark.skipif(not has_vnni(), reason="this CPU has no VNNI: the portable kernel is the only one")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.sampled_from([128, 384, 768]), st.floats(0.0, 1.0), st.integers(1, 64))
+def test_vnni_kernel_equals_portable_kernel(seed, n, d, frac, k):
+    """Masks of any density, heaps of any size, a base offset: the same heap, bit for bit."""
+    rng = np.random.default_rng(seed)
+    q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
+    scale = rng.random(n).astype(np.float32)
+    base = int(rng.integers(0, 5))
+    mask = np.zeros(base + n, dtype=np.uint8)
+    mask[base:] = rng.random(n) < frac
+    prepared = Int8Query(rng.standard_normal(d).astype(np.float32))
+    a, b = TopK(k), TopK(k)
+    a.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, mask, base, k, a.scores, a.ids, a.n)
+    b.n = prepared.scan(q8, scale, mask, base, k, b.scores, b.ids, b.n)
+    ra, rb = a.result(), b.result()
+    assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
+    want = np.flatnonzero(mask[base:])
+    assert len(ra[0]) == min(k, len(want))
 
 
 def _store(path, emb, texts, vector_copy):

@@ -19,7 +19,8 @@ from mempp.kernels import (
     bm25_norms,
     bm25_probe,
     dense_topk,
-    masked_dot_topk_i8,
+    Int8Query,
+    masked_dot_topk_q16,
     quantize_rows,
     candidate_moments,
     clear_touched,
@@ -130,14 +131,31 @@ def test_bm25_probe(benchmark, corpus):
     benchmark(bm25_probe, post.docs, post.tfs, starts[0], ends[0], 1.0, norms, 1.2, 0, docs, scores)
 
 
-def test_masked_dot_topk_int8(benchmark, corpus):
+def _int8_copy(corpus):
     q8 = np.empty(corpus["emb"].shape, dtype=np.int8)
     scale = np.empty(N, dtype=np.float32)
     quantize_rows(corpus["emb"], q8, scale)
+    return q8, scale, Int8Query(corpus["q"])
+
+
+def test_masked_dot_topk_int8(benchmark, corpus):
+    """The planner's int8 scan: VNNI where the CPU has it."""
+    q8, scale, prepared = _int8_copy(corpus)
 
     def run():
         heap = TopK(200)
-        heap.n = masked_dot_topk_i8(q8, scale, corpus["q"], corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        heap.n = prepared.scan(q8, scale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        return heap.result()
+
+    benchmark(run)
+
+
+def test_masked_dot_topk_int8_portable(benchmark, corpus):
+    q8, scale, prepared = _int8_copy(corpus)
+
+    def run():
+        heap = TopK(200)
+        heap.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
         return heap.result()
 
     benchmark(run)

@@ -15,7 +15,7 @@ import numpy as np
 from mempp.kernels import (
     TopK,
     batch_topk,
-    heap_push,
+    heap_push_many,
     bm25_accumulate,
     bm25_accumulate_dense,
     bm25_idf,
@@ -368,8 +368,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     def start() -> TopK:  # a heap holding the ANN ranges' (exactly rescored) results
         heap = TopK(depth, dtype=np.float32)
         for hits, scores in ann_hits:
-            for g, sc in zip(hits.tolist(), scores.tolist()):
-                heap.n = heap_push(heap.scores, heap.ids, heap.n, depth, np.float32(sc), g)
+            heap.n = heap_push_many(heap.scores, heap.ids, heap.n, depth, scores, hits)
         return heap
 
     exact = start()
@@ -389,8 +388,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
         ids = np.sort(approx.ids[: approx.n])
         exact_scores = _rescore(snap, ids, query)
-        for g, sc in zip(ids.tolist(), exact_scores.tolist()):
-            exact.n = heap_push(exact.scores, exact.ids, exact.n, depth, np.float32(sc), g)
+        exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
         certified = True
         if full and exact.n:
             eps = max(prepared.error_bound(e.q8_scale) for e in quant)
@@ -497,8 +495,7 @@ def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], 
         ids = np.sort(heap_i[b, :n])
         exact = _rescore(snap, ids, q[b])
         top = TopK(opt.depth, dtype=np.float32)
-        for g, sc in zip(ids.tolist(), exact.tolist()):
-            top.n = heap_push(top.scores, top.ids, top.n, opt.depth, np.float32(sc), g)
+        top.n = heap_push_many(top.scores, top.ids, top.n, opt.depth, exact, ids)
         certified = n < keep or (top.n == opt.depth and float(heap_s[b, 0]) + eps < float(top.scores[0]))
         out.append(top.result()[0] if certified else None)
     return out

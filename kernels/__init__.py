@@ -9,7 +9,7 @@ on equal scores, the higher document index (the later-ingested document)
 ranks first.
 """
 
-from .topk import TopK, heap_push, heap_sorted
+from .topk import TopK, heap_push, heap_push_many, heap_sorted
 from .bm25 import (
     bm25_accumulate,
     bm25_accumulate_dense,
@@ -28,6 +28,7 @@ from .context import candidate_moments, context_topk, masked_dot_dense, masked_d
 __all__ = [
     "TopK",
     "heap_push",
+    "heap_push_many",
     "heap_sorted",
     "bm25_accumulate",
     "bm25_accumulate_dense",

@@ -63,6 +63,14 @@ def heap_push(hs, hi, n, k, score, idx):
 
 
 @njit(cache=True)
+def heap_push_many(hs, hi, n, k, scores, ids):
+    """:func:`heap_push` of every ``(scores[i], ids[i])`` (``scores`` of the heap's dtype); return the new fill."""
+    for i in range(len(ids)):
+        n = heap_push(hs, hi, n, k, scores[i], ids[i])
+    return n
+
+
+@njit(cache=True)
 def heap_sorted(hs, hi, n, out_scores, out_ids):
     """Write the ``n`` heap items best first into ``out_*``; the heap is consumed."""
     m = n

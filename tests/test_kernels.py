@@ -19,6 +19,7 @@ from mempp.kernels import (
     bm25_idf,
     clear_touched,
     heap_push,
+    heap_push_many,
     heap_sorted,
     masked_dot_topk,
     topk_touched,
@@ -51,6 +52,23 @@ def scored_items(draw, integer_scores: bool | None = None):
         )
     k = draw(st.one_of(st.just(1), st.integers(1, n + 5), st.just(n + 3)))
     return list(zip(scores, ids)), k
+
+
+@SETTINGS
+@given(scored_items(), st.sampled_from([np.float32, np.float64]), st.integers(0, 10))
+def test_heap_push_many_equals_one_by_one(items, dtype, split):
+    pairs, k = items
+    scores = np.array([s for s, _ in pairs], dtype=dtype)
+    ids = np.array([i for _, i in pairs], dtype=np.int64)
+    a = (np.empty(k, dtype=dtype), np.empty(k, dtype=np.int64))
+    b = (np.empty(k, dtype=dtype), np.empty(k, dtype=np.int64))
+    na = 0
+    for s, i in zip(scores, ids):
+        na = heap_push(a[0], a[1], na, k, s, i)
+    nb = heap_push_many(b[0], b[1], 0, k, scores[:split], ids[:split])  # a heap kept across calls
+    nb = heap_push_many(b[0], b[1], nb, k, scores[split:], ids[split:])
+    assert na == nb
+    assert np.array_equal(a[0][:na], b[0][:nb]) and np.array_equal(a[1][:na], b[1][:nb])
 
 
 @SETTINGS

@@ -44,8 +44,14 @@ _local = threading.local()
 
 @lru_cache(maxsize=1 << 18)
 def stem(word: str) -> str:
-    """Snowball English stem of one (already case-folded) word; numbers pass through."""
-    if word[0].isdigit():
+    """Snowball English stem of one (already case-folded) word; numbers pass through.
+
+    Every rule of the English stemmer rewrites a suffix of letters (or marks a "y", which
+    its postlude restores) or drops a leading apostrophe (tokens have none), so a token ending in a digit ("v2", "covid19", "ticket4711")
+    and a token of at most two characters are their own stem: they skip the (pure-Python,
+    tens of microseconds) stemmer. tests/test_analyzer.py checks this against it.
+    """
+    if word[0].isdigit() or word[-1].isdigit() or len(word) <= 2:
         return word
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:

@@ -34,3 +34,21 @@ def test_batch_terms_equal_per_text_terms(texts, stopwords, stemmed):
     # ids are handed out in first-seen order, as the per-text path would
     seen = list(dict.fromkeys(t for x in texts for t in a.terms(x)))
     assert list(ids) == seen
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzéüßy", min_size=0, max_size=12),  # tokens hold no apostrophe
+    st.text(alphabet="0123456789٣", min_size=1, max_size=4),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzy", min_size=1, max_size=2),
+)
+def test_stem_shortcuts_agree_with_the_stemmer(letters, digits, short):
+    """Tokens ending in a digit, and tokens of one or two characters, are their own stem.
+
+    (Not so with a leading apostrophe, which the stemmer drops; the tokenizer never yields one.)
+    """
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    stemmer = EnglishStemmer()
+    for word in (letters + digits, short, digits + letters + digits):
+        assert stemmer.stemWord(word) == word == stem(word)

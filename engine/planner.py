@@ -33,7 +33,7 @@ from mempp.kernels import (
     topk_touched,
     with_neighbours,
 )
-from mempp.kernels.int8dot import Int8Query
+from mempp.kernels.int8dot import Int8Query, batch_scan
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -383,23 +383,40 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         approx = TopK(keep, dtype=np.float32)
         prepared = Int8Query(query)
         for entry in quant:
-            approx.n = prepared.scan(entry.q8, entry.q8_scale, mask, entry.base, keep, approx.scores, approx.ids, approx.n)
+            approx.n = prepared.scan(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n)
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
         ids = np.sort(approx.ids[: approx.n])
         exact_scores = _rescore(snap, ids, query)
         exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
-        certified = True
+        certified, band = True, 0
         if full and exact.n:
-            eps = max(prepared.error_bound(e.q8_scale) for e in quant)
+            eps = max(prepared.error_bound(e.q8_scale, e.q8_stats()) for e in quant)
             worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
             # A row not kept has approximate <= floor, so exact <= floor + eps.
             certified = floor + eps < worst_kept
+            if not certified and worst_kept > -np.inf:
+                # Rows that could still beat the depth-th exact score have approximate >= worst_kept - eps:
+                # collect them all in a second int8 pass and rescore them exactly.
+                out = np.empty(max(4 * keep, 4096), dtype=np.int64)
+                n_out = 0
+                for entry in quant:
+                    n_out = prepared.above(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, worst_kept - eps, out, n_out)
+                    if n_out < 0:
+                        break
+                if n_out >= 0:
+                    more = np.setdiff1d(out[:n_out], ids)  # sorted; the kept rows are in the heap already
+                    exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, _rescore(snap, more, query), more)
+                    certified, band = True, len(more)
         if not certified:
             exact = start()
             for entry in segments:
                 exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
-        method = "int8 scan, exact rescore" + ("" if certified else ", not certified: exact rescan")
+        if info is not None and band:
+            info["band_rows"] = band
+        method = "int8 scan, exact rescore" + (", then the rows within the error bound" if band else "") + (
+            "" if certified else ", not certified: exact rescan"
+        )
     else:
         method = "exact masked scan" if segments else ""
     if info is not None:
@@ -465,39 +482,62 @@ BATCH_BLOCK = 8192  # document rows per matrix product in vector_legs
 
 
 def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions]) -> list:
-    """The vector leg of many queries at once: one float32 matrix product per block of rows.
+    """The vector leg of many queries at once, each ranking equal to :func:`vector_leg`'s.
 
-    Each query's best ``depth + 16`` rows by the product are rescored with the single-query
-    kernel and certified as in :func:`vector_leg` (the product and the kernel round
-    differently, by at most ``2 d 2^-23`` for unit vectors), so every ranking equals the
-    one :func:`vector_leg` gives. None for a query that must be answered alone (not
-    certified, or a store whose vector leg needs a dense pass: windows, thread context).
+    With the int8 copy on every segment: one int8 pass over each block of rows (held in
+    cache) for all the queries (``kernels.int8dot.batch_scan``), then each query's kept rows
+    rescored exactly and certified against the int8 error bound as in :func:`vector_leg`.
+    Otherwise one float32 matrix product per block of rows, the best ``depth + 16`` rows
+    rescored with the single-query kernel and certified (the product and the kernel round
+    differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be
+    answered alone (not certified, or a store whose vector leg needs a dense pass: windows,
+    thread context).
     """
     n_q = len(opts)
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
         return [None] * n_q
+    q = np.ascontiguousarray(qvecs, dtype=np.float32)
+    m = np.stack(masks)
+    if snap.segments and all(e.q8 is not None for e in snap.segments):
+        return _vector_legs_int8(snap, q, m, opts)
     depth = max(o.depth for o in opts)
     keep = depth + 16
     heap_s = np.empty((n_q, keep), dtype=np.float32)
     heap_i = np.empty((n_q, keep), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
-    q = np.ascontiguousarray(qvecs, dtype=np.float32)
-    m = np.stack(masks)
     for entry in snap.segments:
         emb = entry.segment.embeddings
         for r0 in range(0, len(emb), BATCH_BLOCK):
             block = q @ emb[r0 : r0 + BATCH_BLOCK].T
             batch_topk(block, m, entry.base + r0, keep, heap_s, heap_i, heap_n)
     eps = 2 * q.shape[1] * 2.0**-23 * 1.01 + 1e-7
-    out: list = []
+    return [_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps) for b, opt in enumerate(opts)]
+
+
+def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
+    """The exact top ``depth`` of a query from its approximate heap, or None when not certified."""
+    ids = np.sort(heap_i[:n])
+    top = TopK(depth, dtype=np.float32)
+    top.n = heap_push_many(top.scores, top.ids, top.n, depth, _rescore(snap, ids, query), ids)
+    # A row not kept has approximate <= the heap's root (its worst), so exact <= root + eps.
+    certified = n < keep or (top.n == depth and float(heap_s[0]) + eps < float(top.scores[0]))
+    return top.result()[0] if certified else None
+
+
+def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions]) -> list:
+    n_q = len(opts)
+    depth = max(o.depth for o in opts)
+    keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(m)) // max(n_q, 1) // KEEP_PER_CANDIDATES)
+    heap_s = np.empty((n_q, keep), dtype=np.float32)
+    heap_i = np.empty((n_q, keep), dtype=np.int64)
+    heap_n = np.zeros(n_q, dtype=np.int64)
+    prepared = [Int8Query(v) for v in q]
+    for entry in snap.segments:
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keep, heap_s, heap_i, heap_n)
+    out = []
     for b, opt in enumerate(opts):
-        n = int(heap_n[b])
-        ids = np.sort(heap_i[b, :n])
-        exact = _rescore(snap, ids, q[b])
-        top = TopK(opt.depth, dtype=np.float32)
-        top.n = heap_push_many(top.scores, top.ids, top.n, opt.depth, exact, ids)
-        certified = n < keep or (top.n == opt.depth and float(heap_s[b, 0]) + eps < float(top.scores[0]))
-        out.append(top.result()[0] if certified else None)
+        eps = max(prepared[b].error_bound(e.q8_scale, e.q8_stats()) for e in snap.segments)
+        out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps))
     return out
 
 

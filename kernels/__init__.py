@@ -22,7 +22,7 @@ from .bm25 import (
     topk_touched,
 )
 from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
-from .int8dot import Int8Query, has_vnni, masked_dot_topk_q16, q16_error_bound, quantize_query
+from .int8dot import Int8Query, batch_scan, has_vnni, masked_dot_topk_q8, quantize_query, row_stats
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
@@ -37,13 +37,14 @@ __all__ = [
     "kth_touched",
     "dense_topk",
     "quantize_rows",
-    "masked_dot_topk_q16",
+    "masked_dot_topk_q8",
+    "batch_scan",
+    "row_stats",
     "Int8Query",
     "has_vnni",
     "quantize_query",
     "rescore_exact",
     "batch_topk",
-    "q16_error_bound",
     "bm25_idf",
     "topk_touched",
     "clear_touched",

@@ -1,18 +1,20 @@
 """Masked top-k over the int8 copy of the embeddings, in exact integer arithmetic.
 
-The query is quantized to int16 (``query ≈ qscale * q16``) and each row's score is
-``scale[row] * qscale * (q8[row] · q16)`` where the dot product is an exact int32.
-Integer arithmetic makes the approximate score independent of the instruction set:
+The query is quantized to int8 too (``query ≈ qscale * qi``, ``|qi| <= 127``) and each
+row's approximate score is ``scale[row] * qscale * (q8[row] · qi)``, the dot product an
+exact int32. Integer arithmetic makes the approximate score independent of the
+instruction set:
 
 - on CPUs with VNNI (``vpdpbusd``: 32 unsigned x signed byte products summed per
-  instruction) the dot product is three ``vpdpbusd`` per 32 bytes of the row (the int16
-  query split into a high and a low byte, plus the row's byte sum to undo the high
-  byte's offset), and rows are prefetched a few candidates ahead. The scan then reads
-  memory at close to the bandwidth (``mempp bench`` reports the rate);
-- elsewhere the portable kernel sums ``int32(x) * int32(q16)`` (``vpmaddwd`` on AVX2).
+  instruction) the dot product is one ``vpdpbusd`` per 32 bytes of the row, the query
+  offset to unsigned bytes (``qi + 128``) and the offset taken back with the row's byte
+  sum (:func:`row_stats`, computed once per segment); candidate rows are prefetched a few
+  ahead. A 384-byte row costs about 6 ns from cache, so the scan runs at memory speed;
+- elsewhere the portable kernel sums ``int32(x) * int32(qi)`` (``vpmaddwd`` on AVX2).
 
 Both give the same integers, so the same ranking; :func:`has_vnni` says which runs, and
-``MEMPP_VNNI=0`` turns the VNNI kernel off.
+``MEMPP_VNNI=0`` turns the VNNI kernel off. :func:`batch_scan` scores many queries per
+block of rows held in cache (bulk scoring).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from numba.extending import intrinsic
 
 from .topk import heap_push
 
-INT32_MAX = 2**31 - 1
 UNROLL = 4  # 32-byte chunks per step of the VNNI dot product: rows must be a multiple of 128 bytes
 PREFETCH_AHEAD = 6  # candidate rows prefetched ahead (into L1) of the one being scored: 4 to 8 measure the same
+BATCH_ROWS = 256  # rows per block in batch_scan: 96 KB of 384-byte rows stay in L2 across the queries
 
 
 def _host_has_vnni() -> bool:
@@ -50,44 +52,47 @@ HAS_VNNI = _host_has_vnni()
 
 
 def has_vnni() -> bool:
-    """Whether :func:`masked_dot_topk_q16` runs the VNNI kernel on this machine."""
+    """Whether the int8 scans run the VNNI kernels on this machine."""
     return HAS_VNNI
 
 
 def quantize_query(query: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(q16, qscale)`` with ``query ≈ qscale * q16``; ``|q16| * 127 * d`` fits an int32."""
+    """``(qi, qscale)``: int8 ``qi`` with ``query ≈ qscale * qi``, ``|qi| <= 127``."""
     q = np.asarray(query, dtype=np.float32)
-    d = max(len(q), 1)
-    top = min(32767, INT32_MAX // (127 * d))
     m = float(np.abs(q).max()) if len(q) else 0.0
-    qscale = m / top if m > 0 else 1.0
-    q16 = np.rint(q.astype(np.float64) / qscale).astype(np.int16)
-    return q16, qscale
+    qscale = m / 127.0 if m > 0 else 1.0
+    qi = np.clip(np.rint(q.astype(np.float64) / qscale), -127, 127).astype(np.int8)
+    return qi, qscale
 
 
-def split_query(q16: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """High and low bytes of ``q16`` as unsigned bytes: ``q16 = 256 * (hi - 128) + lo``."""
-    w = q16.astype(np.int32)
-    hi = ((w >> 8) + 128).astype(np.uint8)
-    lo = (w & 0xFF).astype(np.uint8)
-    return hi, lo
+@njit(cache=True, nogil=True)
+def row_stats(q8, rowsum, l1):
+    """Per row: the byte sum (undoes the VNNI kernel's query offset) and ``sum |q8|`` (error bound)."""
+    for r in range(q8.shape[0]):
+        s = 0
+        a = 0
+        for j in range(q8.shape[1]):
+            v = np.int64(q8[r, j])
+            s += v
+            a += abs(v)
+        rowsum[r] = s
+        l1[r] = a
 
 
-def q16_error_bound(scale: np.ndarray, query: np.ndarray, qscale: float) -> float:
-    """Largest possible ``|approximate - exact|`` score of any row.
+def error_bound(scale: np.ndarray, l1: np.ndarray, query: np.ndarray, qscale: float) -> float:
+    """Largest possible ``|approximate - exact|`` score of any row of a segment.
 
-    Row rounding moves the dot product by at most ``max(scale) / 2 * sum(|query|)``; query
-    rounding by at most ``|q8|_1 * max(scale) * qscale / 2 <= 127 d max(scale) qscale / 2``;
-    the int32 sum is exact, and its conversion and two float32 products add at most
-    ``3 * 2^-24`` of the approximate score's size, bounded by ``127 d max(scale) * (|q| + qscale)``.
+    Row rounding moves the dot product by at most ``scale / 2 * sum(|query|)``; query rounding
+    by at most ``scale * sum(|q8|) * qscale / 2``; the int32 sum is exact, and its conversion
+    and two float32 products add at most ``3 * 2^-24`` of the approximate score's size,
+    at most ``scale * sum(|q8|) * 127 * qscale``.
     """
     if len(scale) == 0:
         return 0.0
-    d = len(query)
-    s = float(scale.max())
-    q1 = float(np.abs(query).sum())
-    size = 127.0 * s * (q1 + d * qscale)
-    return s * q1 * 0.5 + 127.0 * d * s * qscale * 0.5 + 4 * 2.0**-24 * size + 1e-7
+    q1 = float(np.abs(np.asarray(query, dtype=np.float64)).sum())
+    s = scale.astype(np.float64)
+    per_row = s * (0.5 * q1 + l1 * (0.5 * qscale + 4 * 2.0**-24 * 127 * qscale))
+    return float(per_row.max()) + 1e-7
 
 
 # --- VNNI intrinsics -----------------------------------------------------------------------
@@ -115,50 +120,37 @@ def _prefetch_row(typingctx, arr, row):
 
 
 @intrinsic
-def _vnni_dot(typingctx, arr, row, hi, lo):
-    """``arr[row] · (256 * (hi - 128) + lo)`` as int64 (``arr`` int8 2-D, ``hi``/``lo`` uint8; width % (32 * UNROLL) == 0)."""
-    sig = types.int64(arr, row, hi, lo)
+def _vnni_dot(typingctx, arr, row, qu):
+    """``sum(arr[row] * qu)`` as int64 (``arr`` int8 2-D, ``qu`` uint8; width % (32 * UNROLL) == 0)."""
+    sig = types.int64(arr, row, qu)
 
     def codegen(context, builder, signature, args):
-        aryty, _, hity, loty = signature.args
+        aryty, _, qty = signature.args
         ary = context.make_array(aryty)(context, builder, args[0])
-        hia = context.make_array(hity)(context, builder, args[2])
-        loa = context.make_array(loty)(context, builder, args[3])
+        qa = context.make_array(qty)(context, builder, args[2])
         zero = context.get_constant(types.intp, 0)
         rowp = builder.bitcast(
             cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], zero], wraparound=False), ir.IntType(8).as_pointer()
         )
-        hip = builder.bitcast(hia.data, ir.IntType(8).as_pointer())
-        lop = builder.bitcast(loa.data, ir.IntType(8).as_pointer())
+        qp = builder.bitcast(qa.data, ir.IntType(8).as_pointer())
         v8 = ir.VectorType(ir.IntType(32), 8)
         dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8, v8]), "llvm.x86.avx512.vpdpbusd.256")
-        zeros = ir.Constant(v8, None)
-        accs = [[cgutils.alloca_once_value(builder, zeros) for _ in range(3)] for _ in range(UNROLL)]
-        ones = ir.Constant(v8, [ir.Constant(ir.IntType(32), 0x01010101)] * 8)
+        # UNROLL independent accumulators: vpdpbusd's latency (5 cycles) would otherwise serialize the row.
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(v8, None)) for _ in range(UNROLL)]
         width = builder.extract_value(ary.shape, 1)
 
         def load(p, off):
             return builder.load(builder.bitcast(builder.gep(p, [off]), v8.as_pointer()), align=1)
 
-        # UNROLL independent accumulator triples: vpdpbusd's latency (5 cycles) would otherwise
-        # serialize the row.
         with cgutils.for_range_slice(builder, zero, width, context.get_constant(types.intp, 32 * UNROLL)) as (off0, _):
-            for u, (a_hi, a_lo, a_sum) in enumerate(accs):
+            for u, acc in enumerate(accs):
                 off = builder.add(off0, context.get_constant(types.intp, 32 * u))
-                x = load(rowp, off)
-                builder.store(builder.call(dp, [builder.load(a_hi), load(hip, off), x]), a_hi)
-                builder.store(builder.call(dp, [builder.load(a_lo), load(lop, off), x]), a_lo)
-                builder.store(builder.call(dp, [builder.load(a_sum), ones, x]), a_sum)
-        # Per lane, 256 * (sum(hi * x) - 128 * sum(x)) + sum(lo * x) fits an int32 (it is at most
-        # the int32 total); combine the lanes once.
-        c128 = ir.Constant(v8, [ir.Constant(ir.IntType(32), 128)] * 8)
-        c256 = ir.Constant(v8, [ir.Constant(ir.IntType(32), 256)] * 8)
-        v = None
-        for a_hi, a_lo, a_sum in accs:
-            part = builder.add(builder.mul(builder.sub(builder.load(a_hi), builder.mul(builder.load(a_sum), c128)), c256), builder.load(a_lo))
-            v = part if v is None else builder.add(v, part)
+                builder.store(builder.call(dp, [builder.load(acc), load(qp, off), load(rowp, off)]), acc)
+        total = builder.load(accs[0])
+        for acc in accs[1:]:
+            total = builder.add(total, builder.load(acc))  # lanes hold partial sums of an int32 total
         red = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [v8]), "llvm.vector.reduce.add.v8i32")
-        return builder.sext(builder.call(red, [v]), ir.IntType(64))
+        return builder.sext(builder.call(red, [total]), ir.IntType(64))
 
     return sig, codegen
 
@@ -167,35 +159,72 @@ def _vnni_dot(typingctx, arr, row, hi, lo):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _dot_q16(x, q16):
+def _dot_q8(x, qi):
     acc = np.int32(0)
     for j in range(x.shape[0]):
-        acc = np.int32(acc + np.int32(np.int32(x[j]) * np.int32(q16[j])))  # int32 products: vpmaddwd
+        acc = np.int32(acc + np.int32(np.int32(x[j]) * np.int32(qi[j])))  # int32 products: vpmaddwd
     return acc
 
 
 @njit(cache=True, nogil=True)
-def masked_dot_topk_q16(q8, scale, q16, qscale, mask, base, k, heap_scores, heap_ids, n_heap):
+def masked_dot_topk_q8(q8, scale, qi, qscale, mask, base, k, heap_scores, heap_ids, n_heap):
     """Push every masked row's approximate score into the heap (portable kernel); return the fill.
 
-    ``q8``: (n, d) int8; ``scale``: (n,) float32; ``q16``/``qscale`` from :func:`quantize_query`;
-    ``mask``: global candidates; score ``scale[row] * (qscale * float32(q8[row] · q16))``.
+    ``q8``: (n, d) int8; ``scale``: (n,) float32; ``qi``/``qscale`` from :func:`quantize_query`;
+    ``mask``: global candidates; score ``scale[row] * (qscale * float32(q8[row] · qi))``.
     """
     qs = np.float32(qscale)
     for row in range(q8.shape[0]):
         g = base + row
         if mask[g]:
-            s = scale[row] * (qs * np.float32(_dot_q16(q8[row], q16)))
+            s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qi)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
     return n_heap
 
 
+@njit(cache=True, nogil=True)
+def masked_dot_above_q8(q8, scale, qi, qscale, mask, base, threshold, out, n_out):
+    """Append to ``out`` (from ``n_out``) every masked row whose approximate score is
+    ``>= threshold``; returns the new count, or -1 when ``out`` is full (portable kernel)."""
+    qs = np.float32(qscale)
+    for row in range(q8.shape[0]):
+        g = base + row
+        if mask[g]:
+            s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qi)))
+            if s >= threshold:
+                if n_out == out.shape[0]:
+                    return -1
+                out[n_out] = g
+                n_out += 1
+    return n_out
+
+
+@njit(cache=True, nogil=True)
+def batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_n):
+    """:func:`masked_dot_topk_q8` of many queries (rows ``qis[b]``, heaps ``heap_*[b]``), row block by row block."""
+    n = q8.shape[0]
+    for r0 in range(0, n, BATCH_ROWS):
+        r1 = min(n, r0 + BATCH_ROWS)
+        for b in range(qis.shape[0]):
+            qs = np.float32(qscales[b])
+            hs = heap_s[b]
+            hi = heap_i[b]
+            m = heap_n[b]
+            for row in range(r0, r1):
+                g = base + row
+                if masks[b, g]:
+                    s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qis[b])))
+                    if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
+                        m = heap_push(hs, hi, m, k, s, g)
+            heap_n[b] = m
+
+
 if HAS_VNNI:
 
     @njit(cache=True, nogil=True)
-    def masked_dot_topk_vnni(q8, scale, hi, lo, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows):
-        """:func:`masked_dot_topk_q16` with ``vpdpbusd`` and prefetching; ``rows``: scratch (n,) int64."""
+    def masked_dot_topk_vnni(q8, scale, rowsum, qu, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows):
+        """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching; ``qu = qi + 128``; ``rows``: scratch (n,) int64."""
         qs = np.float32(qscale)
         m = 0
         for row in range(q8.shape[0]):  # candidate rows first: their addresses feed the prefetcher
@@ -208,31 +237,93 @@ if HAS_VNNI:
                 _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
             row = rows[i]
             g = base + row
-            s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, hi, lo))))
+            s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
         return n_heap
 
+    @njit(cache=True, nogil=True)
+    def masked_dot_above_vnni(q8, scale, rowsum, qu, qscale, mask, base, threshold, out, n_out):
+        """:func:`masked_dot_above_q8` with ``vpdpbusd``."""
+        qs = np.float32(qscale)
+        for row in range(q8.shape[0]):
+            g = base + row
+            if mask[g]:
+                s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
+                if s >= threshold:
+                    if n_out == out.shape[0]:
+                        return -1
+                    out[n_out] = g
+                    n_out += 1
+        return n_out
+
+    @njit(cache=True, nogil=True)
+    def batch_scan_vnni(q8, scale, rowsum, qus, qscales, masks, base, k, heap_s, heap_i, heap_n):
+        """:func:`batch_scan_q8` with ``vpdpbusd``."""
+        n = q8.shape[0]
+        for r0 in range(0, n, BATCH_ROWS):
+            r1 = min(n, r0 + BATCH_ROWS)
+            for b in range(qus.shape[0]):
+                qs = np.float32(qscales[b])
+                qu = qus[b]
+                hs = heap_s[b]
+                hi = heap_i[b]
+                m = heap_n[b]
+                for row in range(r0, r1):
+                    g = base + row
+                    if masks[b, g]:
+                        s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
+                        if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
+                            m = heap_push(hs, hi, m, k, s, g)
+                heap_n[b] = m
+
 else:
-    masked_dot_topk_vnni = None
+    masked_dot_topk_vnni = masked_dot_above_vnni = batch_scan_vnni = None
+
+
+def _vnni_ok(q8) -> bool:
+    return HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous
 
 
 class Int8Query:
-    """A query prepared for the int8 scans: quantized once, reused for every segment."""
+    """A query prepared for the int8 scans: quantized once, reused for every segment.
+
+    ``stats``: ``(rowsum, l1)`` of the segment (:func:`row_stats`; ``SegmentEntry.q8_stats``).
+    """
 
     def __init__(self, query: np.ndarray):
         self.query = np.asarray(query, dtype=np.float32)
-        self.q16, self.qscale = quantize_query(self.query)
-        self.hi, self.lo = split_query(self.q16)
+        self.qi, self.qscale = quantize_query(self.query)
+        self.qu = (self.qi.astype(np.int16) + 128).astype(np.uint8)
         self._rows = np.empty(0, dtype=np.int64)
 
-    def scan(self, q8, scale, mask, base, k, heap_scores, heap_ids, n_heap) -> int:
+    def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap) -> int:
         """Offer the segment's masked rows to the heap; the fastest kernel this machine has."""
-        if HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous:
+        if _vnni_ok(q8):
             if len(self._rows) < len(q8):
                 self._rows = np.empty(len(q8), dtype=np.int64)
-            return masked_dot_topk_vnni(q8, scale, self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, self._rows)
-        return masked_dot_topk_q16(q8, scale, self.q16, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
+            return masked_dot_topk_vnni(q8, scale, stats[0], self.qu, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, self._rows)
+        return masked_dot_topk_q8(q8, scale, self.qi, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
 
-    def error_bound(self, scale: np.ndarray) -> float:
-        return q16_error_bound(scale, self.query, self.qscale)
+    def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int) -> int:
+        """Append the masked rows scoring ``>= threshold`` (approximately) to ``out``; -1 when it fills."""
+        t = np.float32(threshold)
+        if t > threshold:  # round down: a row at the threshold must not be missed
+            t = np.nextafter(t, np.float32(-np.inf))
+        if _vnni_ok(q8):
+            return masked_dot_above_vnni(q8, scale, stats[0], self.qu, self.qscale, mask, base, t, out, n_out)
+        return masked_dot_above_q8(q8, scale, self.qi, self.qscale, mask, base, t, out, n_out)
+
+    def error_bound(self, scale: np.ndarray, stats) -> float:
+        return error_bound(scale, stats[1], self.query, self.qscale)
+
+
+def batch_scan(q8, scale, stats, queries: list[Int8Query], masks, base, k, heap_s, heap_i, heap_n) -> None:
+    """The int8 scan of many queries over one segment, into heaps ``heap_*[b]`` (updated in place)."""
+    qscales = np.array([q.qscale for q in queries], dtype=np.float64)
+    if _vnni_ok(q8):
+        qus = np.stack([q.qu for q in queries])
+        batch_scan_vnni(q8, scale, stats[0], qus, qscales, masks, base, k, heap_s, heap_i, heap_n)
+    else:
+        qis = np.stack([q.qi for q in queries])
+        batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_n)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_M = 16
-DEFAULT_EF_CONSTRUCTION = 100
+DEFAULT_M = 32  # 16 (efC 100) left clustered 1M queries stranded: recall@10 0.94 with >50% candidates
+DEFAULT_EF_CONSTRUCTION = 200
 
 
 @dataclass

@@ -26,9 +26,10 @@ from mempp.kernels import (
     bm25_norms,
     dense_topk,
     Int8Query,
-    has_vnni,
     masked_dot_topk,
-    masked_dot_topk_q16,
+    batch_scan,
+    masked_dot_topk_q8,
+    row_stats,
     quantize_rows,
 )
 
@@ -74,6 +75,13 @@ def unit_rows(rng, n, d=DIM):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def _stats(q8):
+    rowsum, l1 = np.empty(len(q8), dtype=np.int32), np.empty(len(q8), dtype=np.int32)
+    row_stats(q8, rowsum, l1)
+    assert np.array_equal(rowsum, q8.astype(np.int64).sum(axis=1)) and np.array_equal(l1, np.abs(q8.astype(np.int64)).sum(axis=1))
+    return rowsum, l1
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 100, 128, 384, 1024]), st.floats(1e-3, 1e3), st.floats(1e-3, 1e3))
 def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag):
@@ -86,45 +94,54 @@ def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag):
     q8 = np.empty(emb.shape, dtype=np.int8)
     scale = np.empty(n, dtype=np.float32)
     quantize_rows(emb, q8, scale)
+    stats = _stats(q8)
     prepared = Int8Query(query)
     # The oracle: the kernel's own formula in exact integers, then the same float32 rounding.
-    ints = q8.astype(np.int64) @ prepared.q16.astype(np.int64)
-    assert np.abs(ints).max(initial=0) < 2**31
+    ints = q8.astype(np.int64) @ prepared.qi.astype(np.int64)
     approx = scale * (np.float32(prepared.qscale) * ints.astype(np.float32))
     exact = emb.astype(np.float64) @ query.astype(np.float64)
-    assert np.abs(approx.astype(np.float64) - exact).max() <= prepared.error_bound(scale)
+    assert np.abs(approx.astype(np.float64) - exact).max() <= prepared.error_bound(scale, stats)
     # Both kernels (portable, and VNNI where the CPU has it) give exactly these scores.
     mask = np.ones(n, dtype=np.uint8)
     heap = TopK(n)
-    heap.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
+    heap.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
     ids, got = heap.result()
     assert sorted(ids.tolist()) == list(range(n))
     assert np.array_equal(got, approx[ids])
     heap = TopK(n)
-    heap.n = prepared.scan(q8, scale, mask, 0, n, heap.scores, heap.ids, heap.n)
+    heap.n = prepared.scan(q8, scale, stats, mask, 0, n, heap.scores, heap.ids, heap.n)
     ids2, got2 = heap.result()
     assert np.array_equal(ids2, ids) and np.array_equal(got2, got)
 
 
-@pytest.mark.skipif(not has_vnni(), reason="this CPU has no VNNI: the portable kernel is the only one")
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.sampled_from([128, 384, 768]), st.floats(0.0, 1.0), st.integers(1, 64))
-def test_vnni_kernel_equals_portable_kernel(seed, n, d, frac, k):
-    """Masks of any density, heaps of any size, a base offset: the same heap, bit for bit."""
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.sampled_from([100, 128, 384, 768]), st.floats(0.0, 1.0), st.integers(1, 64), st.integers(1, 5))
+def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
+    """Portable, VNNI (where the CPU has it) and batch scans: masks of any density, heaps of
+    any size, a base offset, rows of any width: the same heap, bit for bit."""
     rng = np.random.default_rng(seed)
     q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
     scale = rng.random(n).astype(np.float32)
+    stats = _stats(q8)
     base = int(rng.integers(0, 5))
-    mask = np.zeros(base + n, dtype=np.uint8)
-    mask[base:] = rng.random(n) < frac
-    prepared = Int8Query(rng.standard_normal(d).astype(np.float32))
-    a, b = TopK(k), TopK(k)
-    a.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, mask, base, k, a.scores, a.ids, a.n)
-    b.n = prepared.scan(q8, scale, mask, base, k, b.scores, b.ids, b.n)
-    ra, rb = a.result(), b.result()
-    assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
-    want = np.flatnonzero(mask[base:])
-    assert len(ra[0]) == min(k, len(want))
+    masks = np.zeros((n_q, base + n), dtype=np.uint8)
+    masks[:, base:] = rng.random((n_q, n)) < frac
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32)) for _ in range(n_q)]
+    heap_s = np.empty((n_q, k), dtype=np.float32)
+    heap_i = np.empty((n_q, k), dtype=np.int64)
+    heap_n = np.zeros(n_q, dtype=np.int64)
+    batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n)
+    for b, prepared in enumerate(queries):
+        a, v = TopK(k), TopK(k)
+        a.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, masks[b], base, k, a.scores, a.ids, a.n)
+        v.n = prepared.scan(q8, scale, stats, masks[b], base, k, v.scores, v.ids, v.n)
+        ra, rv = a.result(), v.result()
+        assert np.array_equal(ra[0], rv[0]) and np.array_equal(ra[1], rv[1])
+        assert len(ra[0]) == min(k, int(masks[b].sum()))
+        bt = TopK(k)
+        bt.scores[:], bt.ids[:], bt.n = heap_s[b], heap_i[b], int(heap_n[b])
+        rb = bt.result()
+        assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
 
 
 def _store(path, emb, texts, vector_copy):
@@ -167,10 +184,28 @@ def test_int8_vector_leg_equals_float32_scan(tmp_path, kind):
             sc = emb @ query
             order = sorted(np.flatnonzero(mask), key=lambda g: (-sc[g], -g))
             assert np.allclose(sc[want], sc[order[: len(want)]], atol=1e-6)
-    if kind == "duplicates":
-        assert any("not certified" in m for m in methods)
+    if kind == "duplicates":  # the heap's floor is within the error bound: a second pass collects the band
+        assert any("then the rows within the error bound" in m for m in methods)
     else:
         assert "int8 scan, exact rescore" in methods
+
+
+def test_int8_vector_leg_rescans_when_the_band_is_too_wide(tmp_path):
+    """5,000 near-duplicates: more rows within the int8 error bound than the second pass
+    holds (4,096), so the leg rescans in float32, and still equals the float32 store."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    emb = np.repeat(unit_rows(rng, 1), n, axis=0) + 1e-5 * rng.standard_normal((n, DIM)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    texts = [f"doc {i}" for i in range(n)]
+    q8 = _store(tmp_path / "q8", emb, texts, "int8")
+    f32 = _store(tmp_path / "f32", emb, texts, None)
+    opt = P.QueryOptions(depth=50)
+    mask = P.candidate_mask(q8._snap, opt)
+    info: dict = {}
+    got = P.vector_leg(q8._snap, emb[3], mask, opt, info)
+    assert "not certified: exact rescan" in info["method"]
+    assert got.tolist() == P.vector_leg(f32._snap, emb[3], mask, opt).tolist()
 
 
 def _bm25_store_oracle(texts, query_terms, valid):
@@ -242,8 +277,10 @@ def test_counting_sort_inversion_equals_unique_based_build(docs, offset):
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
 
 
+@pytest.mark.parametrize("vector_copy", ["int8", None])
 @pytest.mark.parametrize("kind", ["isotropic", "near-duplicates", "threads"])
-def test_query_batch_equals_single_queries(tmp_path, kind):
+def test_query_batch_equals_single_queries(tmp_path, kind, vector_copy):
+    """Through the int8 batch scan or the float32 matrix product, the batch answers as single queries do."""
     rng = np.random.default_rng(7)
     n = 800
     emb = unit_rows(rng, n)
@@ -252,7 +289,7 @@ def test_query_batch_equals_single_queries(tmp_path, kind):
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     vocab = [f"word{i}" for i in range(60)]
     texts = [" ".join(rng.choice(vocab, size=rng.integers(2, 12))) for _ in range(n)]
-    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM))
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM), index=IndexConfig(vector_copy=vector_copy))
     docs = [
         {"text": t, "date": f"2023-0{1 + i % 9}-{1 + i % 28:02d}", "key": f"k{i}", "author": f"Person {i % 5}"}
         | ({"thread": f"t{i % 40}"} if kind == "threads" else {})

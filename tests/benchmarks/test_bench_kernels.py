@@ -20,7 +20,8 @@ from mempp.kernels import (
     bm25_probe,
     dense_topk,
     Int8Query,
-    masked_dot_topk_q16,
+    masked_dot_topk_q8,
+    row_stats,
     quantize_rows,
     candidate_moments,
     clear_touched,
@@ -135,27 +136,29 @@ def _int8_copy(corpus):
     q8 = np.empty(corpus["emb"].shape, dtype=np.int8)
     scale = np.empty(N, dtype=np.float32)
     quantize_rows(corpus["emb"], q8, scale)
-    return q8, scale, Int8Query(corpus["q"])
+    stats = (np.empty(N, dtype=np.int32), np.empty(N, dtype=np.int32))
+    row_stats(q8, *stats)
+    return q8, scale, stats, Int8Query(corpus["q"])
 
 
 def test_masked_dot_topk_int8(benchmark, corpus):
     """The planner's int8 scan: VNNI where the CPU has it."""
-    q8, scale, prepared = _int8_copy(corpus)
+    q8, scale, stats, prepared = _int8_copy(corpus)
 
     def run():
         heap = TopK(200)
-        heap.n = prepared.scan(q8, scale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        heap.n = prepared.scan(q8, scale, stats, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
         return heap.result()
 
     benchmark(run)
 
 
 def test_masked_dot_topk_int8_portable(benchmark, corpus):
-    q8, scale, prepared = _int8_copy(corpus)
+    q8, scale, _, prepared = _int8_copy(corpus)
 
     def run():
         heap = TopK(200)
-        heap.n = masked_dot_topk_q16(q8, scale, prepared.q16, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        heap.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
         return heap.result()
 
     benchmark(run)

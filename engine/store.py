@@ -149,7 +149,7 @@ class Store:
         that UTC day). Together with ``query(as_of=...)`` (event time) this answers "what did
         the record say on X, as the store knew it on Y". Either gives a ``StoreError`` when no
         such committed version exists.
-        Every file is checked against the sha256 its manifest records before it is read.
+        Every file is checked against the checksum its manifest records (mix64; sha256 in older stores) before it is read.
         ``on_corrupt``: ``"raise"`` (default) raises :class:`CorruptStoreError` naming a damaged
         segment; ``"skip"`` leaves it out (its documents are never returned), keeps the rest
         readable and lists it in ``stats()["skipped"]``. Damaged postings are rebuilt from the
@@ -381,7 +381,7 @@ class Store:
 
         The index is built aside from the embeddings already committed (queries go on, on
         the exact scan), written and checksummed like every store file, and published as a
-        new version; readers load it in the background after checking its sha256. Documents
+        new version; readers load it in the background after checking its checksum. Documents
         added later are scanned exactly until the next ``build_ann``. The vector leg then
         chooses, per query and index, between the index (oversampled, post-filtered, rescored
         exactly) and the exact scan, by a cost model (``planner.ann_cost_ms``). Returns

@@ -28,14 +28,14 @@ class AnnIndex:
     n: int  # documents covered
     name: str  # file, relative to the store
     params: dict
-    ref: object = None  # its FileRef (size, sha256)
+    ref: object = None  # its FileRef (size, checksums)
     index: object | None = None  # hnswlib.Index once loaded
     failed: str | None = None  # why it could not be loaded (the planner scans exactly)
     _thread: threading.Thread | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def load_in_background(self, store: Path, dim: int) -> None:
-        """Verify the file's sha256, then load it, in a daemon thread: opening never waits for it."""
+        """Verify the file's checksum, then load it, in a daemon thread: opening never waits for it."""
         with self._lock:
             if self._thread is not None or self.index is not None or self.failed is not None:
                 return

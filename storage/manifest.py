@@ -2,8 +2,10 @@
 
 A version is published by writing its manifest under a fresh name (fsynced),
 then replacing ``CURRENT`` atomically (temp file, fsync, rename, fsync of the
-directory). Every file a manifest names carries its size and sha256, so a
-reader can tell a damaged file from data.
+directory). Every file a manifest names carries its size, sha256 and mix64 (a
+checksum read at memory speed, ``kernels.checksum``), so a reader can tell a damaged
+file from data; opening checks the size and mix64 (sha256 for files written before
+mix64 existed).
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ class FileRef:
     name: str  # relative to the store directory
     size: int
     sha256: str
+    mix64: str | None = None  # kernels.checksum.mix64 (absent in stores written before it)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "size": self.size, "sha256": self.sha256}
+        out = {"name": self.name, "size": self.size, "sha256": self.sha256}
+        if self.mix64 is not None:
+            out["mix64"] = self.mix64
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "FileRef":
-        return cls(d["name"], int(d["size"]), d["sha256"])
+        return cls(d["name"], int(d["size"]), d["sha256"], d.get("mix64"))
 
 
 def write_file(store: Path, name: str, data: bytes) -> FileRef:
@@ -42,11 +48,14 @@ def write_file(store: Path, name: str, data: bytes) -> FileRef:
     # A file of this name can only be left by a commit that failed before publishing: nothing references it.
     unlink(path)
     write_new_file(path, data)
-    return FileRef(name, len(data), sha256_bytes(data))
+    from mempp.kernels.checksum import mix64_bytes
+
+    return FileRef(name, len(data), sha256_bytes(data), mix64_bytes(data))
 
 
-def check_file(store: Path, ref: FileRef, *, verify: bool) -> Path:
-    """The path of ``ref`` after checking it exists with the recorded size (and hash if ``verify``)."""
+def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:
+    """The path of ``ref`` after checking it exists with the recorded size and, if ``verify``,
+    checksum: mix64 where recorded (``deep``: sha256 as well), else sha256."""
     path = store / ref.name
     try:
         st = path.lstat()
@@ -59,8 +68,13 @@ def check_file(store: Path, ref: FileRef, *, verify: bool) -> Path:
     if verify:
         from .fsutil import sha256_file
 
-        if sha256_file(path) != ref.sha256:
-            raise CorruptStoreError(str(path), "checksum mismatch")
+        if ref.mix64 is not None:
+            from mempp.kernels.checksum import mix64_file
+
+            if mix64_file(path) != ref.mix64:
+                raise CorruptStoreError(str(path), "checksum mismatch (mix64)")
+        if (deep or ref.mix64 is None) and sha256_file(path) != ref.sha256:
+            raise CorruptStoreError(str(path), "checksum mismatch (sha256)")
     return path
 
 
@@ -139,18 +153,21 @@ def list_versions(store: Path) -> list[int]:
     return sorted(out)
 
 
-def verify_files(store: Path, refs: list[FileRef], *, threads: int = 8, hash: bool = True) -> dict[str, CorruptStoreError]:
-    """Check each file's size and sha256 against its reference, in a thread pool (hashlib releases the GIL).
+def verify_files(
+    store: Path, refs: list[FileRef], *, threads: int = 8, hash: bool = True, deep: bool = False
+) -> dict[str, CorruptStoreError]:
+    """Check each file's size and checksum against its reference, in a thread pool (both hashes release the GIL).
 
-    Returns the failures by file name (empty when every file matches). ``hash=False`` checks
-    sizes only (for measuring what verification costs; no production path uses it).
+    Returns the failures by file name (empty when every file matches). ``deep``: sha256 too
+    where mix64 is recorded. ``hash=False`` checks sizes only (for measuring what
+    verification costs; no production path uses it).
     """
     if not refs:
         return {}
 
     def one(ref: FileRef) -> CorruptStoreError | None:
         try:
-            check_file(store, ref, verify=hash)
+            check_file(store, ref, verify=hash, deep=deep)
         except CorruptStoreError as exc:
             return exc
         except OSError as exc:

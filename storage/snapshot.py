@@ -187,7 +187,7 @@ class Snapshot:
         on_corrupt: str = "raise",
         verify: bool = True,
     ) -> None:
-        """Load ``manifest``'s version, verifying every file's sha256 before parsing it.
+        """Load ``manifest``'s version, verifying every file's checksum (mix64, or sha256 in older stores) before parsing it.
 
         A damaged postings or term-index file is rebuilt in memory from the segment text
         (listed in ``rebuilt``). A damaged segment, window-vector or supersession file raises
@@ -213,7 +213,7 @@ class Snapshot:
         commits = [
             (c, {k: FileRef.from_json(v) for k, v in c["files"].items()}) for c in self.manifest.get("commits", [])
         ]
-        # Every file is checked against its recorded size and sha256 before it is parsed; files a
+        # Every file is checked against its recorded size and checksum before it is parsed; files a
         # previous snapshot of this process already verified (and reuses) are not hashed again.
         self.verified: set[tuple[str, str]] = set(previous.verified) if previous else set()
         todo = []

@@ -197,6 +197,21 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
             heap.n = masked_dot_topk(e.segment.embeddings, qemb[q], mask, e.base, 50, heap.scores, heap.ids, heap.n)
         heap.result()
         f32_t.append(time.perf_counter() - t)
+    # The int8 scan over every row (all candidates): its read rate against the memory bandwidth.
+    from mempp.kernels.int8dot import Int8Query, has_vnni
+
+    full = np.ones(snap.n_docs, dtype=np.uint8)
+    scan_t = []
+    for q in range(min(50, queries, len(as_of))):
+        prepared = Int8Query(qemb[q])
+        t = time.perf_counter()
+        heap = TopK(200)
+        for e in snap.segments:
+            if e.q8 is not None:
+                heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), full, e.base, 200, heap.scores, heap.ids, heap.n)
+        scan_t.append(time.perf_counter() - t)
+    q8_bytes = sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)
+    int8_full = {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni()} if q8_bytes else None
     hwm = 0.0  # the query session's peak, before the checks below load the workload's arrays
     with open("/proc/self/status") as f:
         for line in f:
@@ -252,6 +267,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         "vector": _ms(vec_t),
         "hybrid": _ms(all_t),
         "vector_float32_scan": _ms(f32_t),
+        "int8_scan_all_rows": int8_full,
         "batch": {"queries": nb, "qps": round(nb / batch_s, 1), "equal_to_single_queries": batch_check},
         "vector_methods": methods,
         "checked_queries": min(check, queries),
@@ -320,6 +336,12 @@ def table(report: dict[str, Any]) -> str:
                 f = s.get("vector_float32_scan")
                 if f:
                     note += f"; the float32 scan alone: p50 {f['p50_ms']} ms ({f['p50_ms'] / x['p50_ms']:.2f}x the int8 leg)"
+            if leg == "vector" and s.get("int8_scan_all_rows"):
+                f = s["int8_scan_all_rows"]
+                note += (
+                    f"; int8 scan of every row: p50 {f['p50_ms']} ms, {f['gbs']} GB/s = "
+                    f"{100 * f['gbs'] / report['membw_gbs']:.0f}% of the bandwidth{' (VNNI)' if f['vnni'] else ''}"
+                )
             if leg == "mask":
                 note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"
             lines.append(f"| {n} | {leg} | {x['p50_ms']} | {x['p95_ms']} | {x['qps']:,.0f} | {note} |")

@@ -391,7 +391,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
         certified, band = True, 0
         if full and exact.n:
-            eps = max(prepared.error_bound(e.q8_scale, e.q8_stats()) for e in quant)
+            eps = max(prepared.error_bound(e.q8_stats()) for e in quant)
             worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
             # A row not kept has approximate <= floor, so exact <= floor + eps.
             certified = floor + eps < worst_kept
@@ -531,12 +531,12 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     heap_s = np.empty((n_q, keep), dtype=np.float32)
     heap_i = np.empty((n_q, keep), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
-    prepared = [Int8Query(v) for v in q]
+    prepared = [Int8Query(v, precise=False) for v in q]  # int8: half the work; the certificate absorbs the coarser bound
     for entry in snap.segments:
         batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keep, heap_s, heap_i, heap_n)
     out = []
     for b, opt in enumerate(opts):
-        eps = max(prepared[b].error_bound(e.q8_scale, e.q8_stats()) for e in snap.segments)
+        eps = max(prepared[b].error_bound(e.q8_stats()) for e in snap.segments)
         out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps))
     return out
 

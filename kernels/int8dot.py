@@ -1,19 +1,22 @@
 """Masked top-k over the int8 copy of the embeddings, in exact integer arithmetic.
 
-The query is quantized to int8 too (``query ≈ qscale * qi``, ``|qi| <= 127``) and each
-row's approximate score is ``scale[row] * qscale * (q8[row] · qi)``, the dot product an
-exact int32. Integer arithmetic makes the approximate score independent of the
-instruction set:
+The query is quantized too (``query ≈ qscale * qw``) and each row's approximate score is
+``scale[row] * qscale * (q8[row] · qw)``, the dot product an exact int32. Two precisions:
+
+- ``precise`` (single queries): ``qw`` int16, its rounding negligible beside the rows';
+- fast (bulk scoring): ``qw`` int8, half the work, twice the error bound.
+
+Integer arithmetic makes the score independent of the instruction set:
 
 - on CPUs with VNNI (``vpdpbusd``: 32 unsigned x signed byte products summed per
-  instruction) the dot product is one ``vpdpbusd`` per 32 bytes of the row, the query
-  offset to unsigned bytes (``qi + 128``) and the offset taken back with the row's byte
-  sum (:func:`row_stats`, computed once per segment); candidate rows are prefetched a few
-  ahead. A 384-byte row costs about 6 ns from cache, so the scan runs at memory speed;
-- elsewhere the portable kernel sums ``int32(x) * int32(qi)`` (``vpmaddwd`` on AVX2).
+  instruction) the dot product is one ``vpdpbusd`` per 32 bytes of the row per query byte
+  (int8: ``qw + 128``; int16: its high byte + 128 and its low byte), the offset taken back
+  with the row's byte sum (:func:`segment_stats`, computed once per segment); candidate
+  rows are prefetched a few ahead, so the scan runs at memory speed;
+- elsewhere the portable kernel sums ``int32(x) * int32(qw)`` (``vpmaddwd`` on AVX2).
 
 Both give the same integers, so the same ranking; :func:`has_vnni` says which runs, and
-``MEMPP_VNNI=0`` turns the VNNI kernel off. :func:`batch_scan` scores many queries per
+``MEMPP_VNNI=0`` turns the VNNI kernels off. :func:`batch_scan` scores many queries per
 block of rows held in cache (bulk scoring).
 """
 
@@ -29,6 +32,7 @@ from numba.extending import intrinsic
 
 from .topk import heap_push
 
+INT32_MAX = 2**31 - 1
 UNROLL = 4  # 32-byte chunks per step of the VNNI dot product: rows must be a multiple of 128 bytes
 PREFETCH_AHEAD = 6  # candidate rows prefetched ahead (into L1) of the one being scored: 4 to 8 measure the same
 BATCH_ROWS = 256  # rows per block in batch_scan: 96 KB of 384-byte rows stay in L2 across the queries
@@ -56,13 +60,26 @@ def has_vnni() -> bool:
     return HAS_VNNI
 
 
-def quantize_query(query: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(qi, qscale)``: int8 ``qi`` with ``query ≈ qscale * qi``, ``|qi| <= 127``."""
+def quantize_query(query: np.ndarray, precise: bool = True) -> tuple[np.ndarray, float]:
+    """``(qw, qscale)``: int16 ``qw`` with ``query ≈ qscale * qw``; ``|qw| <= 127`` unless ``precise``.
+
+    ``precise``: up to 32767, or less where ``127 * |qw| * d`` would overflow an int32.
+    """
     q = np.asarray(query, dtype=np.float32)
+    top = min(32767, INT32_MAX // (127 * max(len(q), 1))) if precise else 127
     m = float(np.abs(q).max()) if len(q) else 0.0
-    qscale = m / 127.0 if m > 0 else 1.0
-    qi = np.clip(np.rint(q.astype(np.float64) / qscale), -127, 127).astype(np.int8)
-    return qi, qscale
+    qscale = m / top if m > 0 else 1.0
+    qw = np.clip(np.rint(q.astype(np.float64) / qscale), -top, top).astype(np.int16)
+    return qw, qscale
+
+
+def vnni_bytes(qw: np.ndarray, precise: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The query as the VNNI kernels take it: ``(hi, lo)`` unsigned bytes with
+    ``qw = 256 * (hi - 128) + lo`` (``precise``), or ``hi = qw + 128`` and ``lo`` empty."""
+    w = qw.astype(np.int32)
+    if precise:
+        return ((w >> 8) + 128).astype(np.uint8), (w & 0xFF).astype(np.uint8)
+    return (w + 128).astype(np.uint8), np.zeros(0, dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True)
@@ -79,20 +96,32 @@ def row_stats(q8, rowsum, l1):
         l1[r] = a
 
 
-def error_bound(scale: np.ndarray, l1: np.ndarray, query: np.ndarray, qscale: float) -> float:
-    """Largest possible ``|approximate - exact|`` score of any row of a segment.
+def segment_stats(q8: np.ndarray, scale: np.ndarray) -> tuple:
+    """``(rowsum, l1, max scale, max scale * l1)`` of a segment's int8 copy (:func:`row_stats`, :func:`error_bound`)."""
+    n = len(q8)
+    rowsum, l1 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    row_stats(q8, rowsum, l1)
+    if n == 0:
+        return rowsum, l1, 0.0, 0.0
+    s = np.asarray(scale, dtype=np.float64)
+    return rowsum, l1, float(s.max()), float((s * l1).max())
+
+
+def error_bound(stats: tuple, query: np.ndarray, qscale: float) -> float:
+    """Largest possible ``|approximate - exact|`` score of any row of a segment (``stats``: :func:`segment_stats`).
 
     Row rounding moves the dot product by at most ``scale / 2 * sum(|query|)``; query rounding
     by at most ``scale * sum(|q8|) * qscale / 2``; the int32 sum is exact, and its conversion
     and two float32 products add at most ``3 * 2^-24`` of the approximate score's size,
-    at most ``scale * sum(|q8|) * 127 * qscale``.
+    at most ``scale * sum(|q8|) * qscale * max|qw| ~ scale * sum(|q8|) * max|query|``.
     """
-    if len(scale) == 0:
+    if len(stats[0]) == 0:
         return 0.0
-    q1 = float(np.abs(np.asarray(query, dtype=np.float64)).sum())
-    s = scale.astype(np.float64)
-    per_row = s * (0.5 * q1 + l1 * (0.5 * qscale + 4 * 2.0**-24 * 127 * qscale))
-    return float(per_row.max()) + 1e-7
+    q = np.abs(np.asarray(query, dtype=np.float64))
+    q1 = float(q.sum())
+    qmax = float(q.max()) + qscale  # >= qscale * max|qw|
+    # max over rows of scale * (q1 / 2 + l1 * c) <= q1 / 2 * max(scale) + c * max(scale * l1)
+    return 0.5 * q1 * stats[2] + stats[3] * (0.5 * qscale + 4 * 2.0**-24 * qmax) + 1e-7
 
 
 # --- VNNI intrinsics -----------------------------------------------------------------------
@@ -159,39 +188,39 @@ def _vnni_dot(typingctx, arr, row, qu):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _dot_q8(x, qi):
+def _dot_qw(x, qw):
     acc = np.int32(0)
     for j in range(x.shape[0]):
-        acc = np.int32(acc + np.int32(np.int32(x[j]) * np.int32(qi[j])))  # int32 products: vpmaddwd
+        acc = np.int32(acc + np.int32(np.int32(x[j]) * np.int32(qw[j])))  # int32 products: vpmaddwd
     return acc
 
 
 @njit(cache=True, nogil=True)
-def masked_dot_topk_q8(q8, scale, qi, qscale, mask, base, k, heap_scores, heap_ids, n_heap):
+def masked_dot_topk_q8(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap):
     """Push every masked row's approximate score into the heap (portable kernel); return the fill.
 
-    ``q8``: (n, d) int8; ``scale``: (n,) float32; ``qi``/``qscale`` from :func:`quantize_query`;
-    ``mask``: global candidates; score ``scale[row] * (qscale * float32(q8[row] · qi))``.
+    ``q8``: (n, d) int8; ``scale``: (n,) float32; ``qw``/``qscale`` from :func:`quantize_query`;
+    ``mask``: global candidates; score ``scale[row] * (qscale * float32(q8[row] · qw))``.
     """
     qs = np.float32(qscale)
     for row in range(q8.shape[0]):
         g = base + row
         if mask[g]:
-            s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qi)))
+            s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
     return n_heap
 
 
 @njit(cache=True, nogil=True)
-def masked_dot_above_q8(q8, scale, qi, qscale, mask, base, threshold, out, n_out):
+def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out):
     """Append to ``out`` (from ``n_out``) every masked row whose approximate score is
     ``>= threshold``; returns the new count, or -1 when ``out`` is full (portable kernel)."""
     qs = np.float32(qscale)
     for row in range(q8.shape[0]):
         g = base + row
         if mask[g]:
-            s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qi)))
+            s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
             if s >= threshold:
                 if n_out == out.shape[0]:
                     return -1
@@ -201,12 +230,12 @@ def masked_dot_above_q8(q8, scale, qi, qscale, mask, base, threshold, out, n_out
 
 
 @njit(cache=True, nogil=True)
-def batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_n):
-    """:func:`masked_dot_topk_q8` of many queries (rows ``qis[b]``, heaps ``heap_*[b]``), row block by row block."""
+def batch_scan_q8(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_n):
+    """:func:`masked_dot_topk_q8` of many queries (rows ``qws[b]``, heaps ``heap_*[b]``), row block by row block."""
     n = q8.shape[0]
     for r0 in range(0, n, BATCH_ROWS):
         r1 = min(n, r0 + BATCH_ROWS)
-        for b in range(qis.shape[0]):
+        for b in range(qws.shape[0]):
             qs = np.float32(qscales[b])
             hs = heap_s[b]
             hi = heap_i[b]
@@ -214,7 +243,7 @@ def batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_
             for row in range(r0, r1):
                 g = base + row
                 if masks[b, g]:
-                    s = scale[row] * (qs * np.float32(_dot_q8(q8[row], qis[b])))
+                    s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qws[b])))
                     if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                         m = heap_push(hs, hi, m, k, s, g)
             heap_n[b] = m
@@ -222,9 +251,17 @@ def batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_
 
 if HAS_VNNI:
 
+    @njit(cache=True, nogil=True, inline="always")
+    def _vnni_int(q8, row, hi, lo, rowsum):
+        """``q8[row] · qw`` from the bytes of :func:`vnni_bytes` (``lo`` empty: int8 query)."""
+        a = _vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row])
+        if lo.shape[0]:
+            a = a * 256 + _vnni_dot(q8, row, lo)
+        return np.int32(a)
+
     @njit(cache=True, nogil=True)
-    def masked_dot_topk_vnni(q8, scale, rowsum, qu, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows):
-        """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching; ``qu = qi + 128``; ``rows``: scratch (n,) int64."""
+    def masked_dot_topk_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows):
+        """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching; ``rows``: scratch (n,) int64."""
         qs = np.float32(qscale)
         m = 0
         for row in range(q8.shape[0]):  # candidate rows first: their addresses feed the prefetcher
@@ -237,19 +274,19 @@ if HAS_VNNI:
                 _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
             row = rows[i]
             g = base + row
-            s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
+            s = scale[row] * (qs * np.float32(_vnni_int(q8, row, hi, lo, rowsum)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
         return n_heap
 
     @njit(cache=True, nogil=True)
-    def masked_dot_above_vnni(q8, scale, rowsum, qu, qscale, mask, base, threshold, out, n_out):
+    def masked_dot_above_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, threshold, out, n_out):
         """:func:`masked_dot_above_q8` with ``vpdpbusd``."""
         qs = np.float32(qscale)
         for row in range(q8.shape[0]):
             g = base + row
             if mask[g]:
-                s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
+                s = scale[row] * (qs * np.float32(_vnni_int(q8, row, hi, lo, rowsum)))
                 if s >= threshold:
                     if n_out == out.shape[0]:
                         return -1
@@ -258,21 +295,21 @@ if HAS_VNNI:
         return n_out
 
     @njit(cache=True, nogil=True)
-    def batch_scan_vnni(q8, scale, rowsum, qus, qscales, masks, base, k, heap_s, heap_i, heap_n):
-        """:func:`batch_scan_q8` with ``vpdpbusd``."""
+    def batch_scan_vnni(q8, scale, rowsum, his, lo, qscales, masks, base, k, heap_s, heap_i, heap_n):
+        """:func:`batch_scan_q8` with ``vpdpbusd`` (int8 queries: ``lo`` empty)."""
         n = q8.shape[0]
         for r0 in range(0, n, BATCH_ROWS):
             r1 = min(n, r0 + BATCH_ROWS)
-            for b in range(qus.shape[0]):
+            for b in range(his.shape[0]):
                 qs = np.float32(qscales[b])
-                qu = qus[b]
+                hi_b = his[b]
                 hs = heap_s[b]
                 hi = heap_i[b]
                 m = heap_n[b]
                 for row in range(r0, r1):
                     g = base + row
                     if masks[b, g]:
-                        s = scale[row] * (qs * np.float32(np.int32(_vnni_dot(q8, row, qu) - 128 * np.int64(rowsum[row]))))
+                        s = scale[row] * (qs * np.float32(_vnni_int(q8, row, hi_b, lo, rowsum)))
                         if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                             m = heap_push(hs, hi, m, k, s, g)
                 heap_n[b] = m
@@ -288,13 +325,15 @@ def _vnni_ok(q8) -> bool:
 class Int8Query:
     """A query prepared for the int8 scans: quantized once, reused for every segment.
 
-    ``stats``: ``(rowsum, l1)`` of the segment (:func:`row_stats`; ``SegmentEntry.q8_stats``).
+    ``precise``: an int16 query (single queries); else int8 (bulk scoring, :func:`batch_scan`).
+    ``stats``: the segment's :func:`segment_stats` (``SegmentEntry.q8_stats``).
     """
 
-    def __init__(self, query: np.ndarray):
+    def __init__(self, query: np.ndarray, precise: bool = True):
         self.query = np.asarray(query, dtype=np.float32)
-        self.qi, self.qscale = quantize_query(self.query)
-        self.qu = (self.qi.astype(np.int16) + 128).astype(np.uint8)
+        self.precise = precise
+        self.qw, self.qscale = quantize_query(self.query, precise)
+        self.hi, self.lo = vnni_bytes(self.qw, precise)
         self._rows = np.empty(0, dtype=np.int64)
 
     def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap) -> int:
@@ -302,8 +341,10 @@ class Int8Query:
         if _vnni_ok(q8):
             if len(self._rows) < len(q8):
                 self._rows = np.empty(len(q8), dtype=np.int64)
-            return masked_dot_topk_vnni(q8, scale, stats[0], self.qu, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, self._rows)
-        return masked_dot_topk_q8(q8, scale, self.qi, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
+            return masked_dot_topk_vnni(
+                q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, self._rows
+            )
+        return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
 
     def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int) -> int:
         """Append the masked rows scoring ``>= threshold`` (approximately) to ``out``; -1 when it fills."""
@@ -311,19 +352,19 @@ class Int8Query:
         if t > threshold:  # round down: a row at the threshold must not be missed
             t = np.nextafter(t, np.float32(-np.inf))
         if _vnni_ok(q8):
-            return masked_dot_above_vnni(q8, scale, stats[0], self.qu, self.qscale, mask, base, t, out, n_out)
-        return masked_dot_above_q8(q8, scale, self.qi, self.qscale, mask, base, t, out, n_out)
+            return masked_dot_above_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, t, out, n_out)
+        return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out)
 
-    def error_bound(self, scale: np.ndarray, stats) -> float:
-        return error_bound(scale, stats[1], self.query, self.qscale)
+    def error_bound(self, stats) -> float:
+        return error_bound(stats, self.query, self.qscale)
 
 
 def batch_scan(q8, scale, stats, queries: list[Int8Query], masks, base, k, heap_s, heap_i, heap_n) -> None:
-    """The int8 scan of many queries over one segment, into heaps ``heap_*[b]`` (updated in place)."""
+    """The int8 scan of many int8 (not ``precise``) queries over one segment, into heaps ``heap_*[b]``."""
+    assert not any(q.precise for q in queries), "batch_scan takes int8 queries: Int8Query(v, precise=False)"
     qscales = np.array([q.qscale for q in queries], dtype=np.float64)
     if _vnni_ok(q8):
-        qus = np.stack([q.qu for q in queries])
-        batch_scan_vnni(q8, scale, stats[0], qus, qscales, masks, base, k, heap_s, heap_i, heap_n)
+        his = np.stack([q.hi for q in queries])
+        batch_scan_vnni(q8, scale, stats[0], his, np.zeros(0, dtype=np.uint8), qscales, masks, base, k, heap_s, heap_i, heap_n)
     else:
-        qis = np.stack([q.qi for q in queries])
-        batch_scan_q8(q8, scale, qis, qscales, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_q8(q8, scale, np.stack([q.qw for q in queries]), qscales, masks, base, k, heap_s, heap_i, heap_n)

@@ -40,19 +40,17 @@ class SegmentEntry:
     _readers: dict | None = None  # column name -> row reader (RowReader), built on first use
     _q8_stats: tuple | None = None  # (byte sum, sum |q8|) per row of q8, built on first use
 
-    def q8_stats(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of the int8 copy: its byte sum and ``sum |q8|`` (int32; see kernels.int8dot.row_stats).
+    def q8_stats(self) -> tuple:
+        """The int8 copy's per-row byte sums and ``sum |q8|``, and the maxima the error bound
+        needs (kernels.int8dot.segment_stats).
 
         Computed on the first query that scans the segment (about 2 ms per 50,000 rows) and kept.
         """
         stats = self._q8_stats
         if stats is None:
-            from mempp.kernels.int8dot import row_stats
+            from mempp.kernels.int8dot import segment_stats
 
-            n = len(self.q8)
-            rowsum, l1 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
-            row_stats(self.q8, rowsum, l1)
-            stats = self._q8_stats = (rowsum, l1)
+            stats = self._q8_stats = segment_stats(self.q8, self.q8_scale)
         return stats
 
     def norms(self, avgdl: float, k1: float, b: float) -> np.ndarray:

@@ -29,7 +29,8 @@ from mempp.kernels import (
     masked_dot_topk,
     batch_scan,
     masked_dot_topk_q8,
-    row_stats,
+    masked_dot_above_q8,
+    segment_stats,
     quantize_rows,
 )
 
@@ -75,16 +76,19 @@ def unit_rows(rng, n, d=DIM):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _stats(q8):
-    rowsum, l1 = np.empty(len(q8), dtype=np.int32), np.empty(len(q8), dtype=np.int32)
-    row_stats(q8, rowsum, l1)
+def _stats(q8, scale):
+    stats = segment_stats(q8, scale)
+    rowsum, l1 = stats[:2]
     assert np.array_equal(rowsum, q8.astype(np.int64).sum(axis=1)) and np.array_equal(l1, np.abs(q8.astype(np.int64)).sum(axis=1))
-    return rowsum, l1
+    return stats
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 100, 128, 384, 1024]), st.floats(1e-3, 1e3), st.floats(1e-3, 1e3))
-def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag):
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 60), st.sampled_from([4, 16, 100, 128, 384, 1024, 4096]), st.floats(1e-3, 1e3),
+    st.floats(1e-3, 1e3), st.booleans(),
+)
+def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag, precise):
     rng = np.random.default_rng(seed)
     emb = unit_rows(rng, n, d) * np.float32(magnitude)
     emb[0, :] = 0.0  # an all-zero row
@@ -94,17 +98,18 @@ def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag):
     q8 = np.empty(emb.shape, dtype=np.int8)
     scale = np.empty(n, dtype=np.float32)
     quantize_rows(emb, q8, scale)
-    stats = _stats(q8)
-    prepared = Int8Query(query)
+    stats = _stats(q8, scale)
+    prepared = Int8Query(query, precise)
     # The oracle: the kernel's own formula in exact integers, then the same float32 rounding.
-    ints = q8.astype(np.int64) @ prepared.qi.astype(np.int64)
+    ints = q8.astype(np.int64) @ prepared.qw.astype(np.int64)
+    assert np.abs(ints).max(initial=0) < 2**31
     approx = scale * (np.float32(prepared.qscale) * ints.astype(np.float32))
     exact = emb.astype(np.float64) @ query.astype(np.float64)
-    assert np.abs(approx.astype(np.float64) - exact).max() <= prepared.error_bound(scale, stats)
+    assert np.abs(approx.astype(np.float64) - exact).max() <= prepared.error_bound(stats)
     # Both kernels (portable, and VNNI where the CPU has it) give exactly these scores.
     mask = np.ones(n, dtype=np.uint8)
     heap = TopK(n)
-    heap.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
+    heap.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
     ids, got = heap.result()
     assert sorted(ids.tolist()) == list(range(n))
     assert np.array_equal(got, approx[ids])
@@ -122,21 +127,34 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
     rng = np.random.default_rng(seed)
     q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
     scale = rng.random(n).astype(np.float32)
-    stats = _stats(q8)
+    stats = _stats(q8, scale)
     base = int(rng.integers(0, 5))
     masks = np.zeros((n_q, base + n), dtype=np.uint8)
     masks[:, base:] = rng.random((n_q, n)) < frac
-    queries = [Int8Query(rng.standard_normal(d).astype(np.float32)) for _ in range(n_q)]
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
     heap_s = np.empty((n_q, k), dtype=np.float32)
     heap_i = np.empty((n_q, k), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
     batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n)
     for b, prepared in enumerate(queries):
         a, v = TopK(k), TopK(k)
-        a.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, masks[b], base, k, a.scores, a.ids, a.n)
+        a.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, masks[b], base, k, a.scores, a.ids, a.n)
         v.n = prepared.scan(q8, scale, stats, masks[b], base, k, v.scores, v.ids, v.n)
         ra, rv = a.result(), v.result()
         assert np.array_equal(ra[0], rv[0]) and np.array_equal(ra[1], rv[1])
+        # The precise (int16) query: portable and VNNI kernels agree too, and so do their threshold passes.
+        fine = Int8Query(prepared.query)
+        a, v = TopK(k), TopK(k)
+        a.n = masked_dot_topk_q8(q8, scale, fine.qw, fine.qscale, masks[b], base, k, a.scores, a.ids, a.n)
+        v.n = fine.scan(q8, scale, stats, masks[b], base, k, v.scores, v.ids, v.n)
+        fa, fv = a.result(), v.result()
+        assert np.array_equal(fa[0], fv[0]) and np.array_equal(fa[1], fv[1])
+        if len(fa[1]):
+            t = float(fa[1][-1])
+            out = np.empty(n, dtype=np.int64)
+            got = fine.above(q8, scale, stats, masks[b], base, t, out, 0)
+            want = masked_dot_above_q8(q8, scale, fine.qw, np.float32(fine.qscale), masks[b], base, np.float32(t), np.empty(n, dtype=np.int64), 0)
+            assert got == want >= min(k, len(fa[0]))
         assert len(ra[0]) == min(k, int(masks[b].sum()))
         bt = TopK(k)
         bt.scores[:], bt.ids[:], bt.n = heap_s[b], heap_i[b], int(heap_n[b])

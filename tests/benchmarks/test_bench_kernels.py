@@ -21,7 +21,7 @@ from mempp.kernels import (
     dense_topk,
     Int8Query,
     masked_dot_topk_q8,
-    row_stats,
+    segment_stats,
     quantize_rows,
     candidate_moments,
     clear_touched,
@@ -136,8 +136,7 @@ def _int8_copy(corpus):
     q8 = np.empty(corpus["emb"].shape, dtype=np.int8)
     scale = np.empty(N, dtype=np.float32)
     quantize_rows(corpus["emb"], q8, scale)
-    stats = (np.empty(N, dtype=np.int32), np.empty(N, dtype=np.int32))
-    row_stats(q8, *stats)
+    stats = segment_stats(q8, scale)
     return q8, scale, stats, Int8Query(corpus["q"])
 
 
@@ -158,7 +157,7 @@ def test_masked_dot_topk_int8_portable(benchmark, corpus):
 
     def run():
         heap = TopK(200)
-        heap.n = masked_dot_topk_q8(q8, scale, prepared.qi, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        heap.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
         return heap.result()
 
     benchmark(run)

@@ -65,6 +65,59 @@ def stem(word: str) -> str:
     return stemmer.stemWord(word)
 
 
+def _kernels():
+    from mempp.kernels import analyze
+
+    return analyze
+
+
+_ASCII_CLASSES: np.ndarray | None = None
+_CLASSES: np.ndarray | None = None
+
+
+def _classes(ascii_only: bool) -> np.ndarray:
+    """Code point classes as ``re`` sees them in ``str`` patterns: 1 ``\\w``, 2 ``[^\\W_]``, 4 ``\\d``.
+
+    Computed with ``re`` itself over every code point (ASCII alone when that is all a batch holds).
+    """
+    global _ASCII_CLASSES, _CLASSES
+    if ascii_only and _ASCII_CLASSES is not None:
+        return _ASCII_CLASSES
+    if not ascii_only and _CLASSES is not None:
+        return _CLASSES
+    size = 128 if ascii_only else 0x110000
+    every = "".join(map(chr, range(size)))
+    out = np.zeros(size, dtype=np.uint8)
+    for bit, pattern in ((1, r"\w"), (2, r"[^\W_]"), (4, r"\d")):
+        at = np.fromiter((m.start() for m in re.finditer(pattern, every)), dtype=np.int64)
+        out[at] |= bit
+    if ascii_only:
+        _ASCII_CLASSES = out
+    else:
+        _CLASSES = out
+    return out
+
+
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(code points of the normalized texts back to back, each text's span, the class table).
+
+    ASCII text is its own NFKC form and its case folding only lowers A-Z, which the kernel
+    does; other text is normalized here, text by text, as :meth:`Analyzer.terms` does.
+    """
+    joined = "".join(texts)
+    if joined.isascii():
+        parts = texts
+        buf = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    else:
+        parts = [t if t.isascii() else unicodedata.normalize("NFKC", t).casefold() for t in texts]
+        buf = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
+    clean = np.empty(len(buf), dtype=buf.dtype)
+    new_offs = _kernels().clean(buf, offs, _classes(buf.dtype == np.uint8), clean)
+    return clean, new_offs, _classes(buf.dtype == np.uint8)
+
+
 @dataclass(frozen=True)
 class Analyzer:
     """Tokenizer settings; ``to_json()`` goes into the manifest."""
@@ -90,12 +143,33 @@ class Analyzer:
         """The terms of many texts at once: (flat term ids, int64 count per text).
 
         ``intern(term)`` gives a term's id (assigning new ones), called once per distinct
-        term in first-seen order. Same terms as :meth:`terms`, text by text, but the text is
-        normalized and tokenized in one pass over the texts joined by NUL (NFKC, case
-        folding, the possessive rules and the tokens never cross a NUL, a non-word starter
-        character), and each distinct token is analyzed once: an order of magnitude faster
-        for a batch. Texts holding a NUL themselves take the per-text path.
+        term in first-seen order. Same terms as :meth:`terms`, text by text: each text is
+        normalized as there (ASCII text needs no NFKC, and its case folding is lowering
+        A-Z, done by the kernel), then the possessive, apostrophe and token rules run
+        compiled over all texts' code points at once (``mempp.kernels.analyze``, which
+        classifies code points as ``re`` does), and each distinct token is stemmed and
+        interned once.
         """
+        n = len(texts)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        buf, offs, classes = _code_points(texts)
+        tok, counts, starts, lens = _kernels().tokenize(buf, offs, classes)
+        if len(starts):
+            # the distinct tokens, decoded in one go: they hold no space
+            out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
+            used = _kernels().gather(buf, starts, lens, 32, out)
+            words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
+        else:
+            words = []
+        stop = STOPWORDS if self.stopwords else frozenset()
+        code = np.array(
+            [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
+        )
+        return _kernels().map_terms(tok, counts, code)
+
+    def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+        """The batch path before the compiled tokenizer (kept as a second reference for the tests)."""
         n = len(texts)
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

@@ -43,7 +43,7 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import Row, check_vector, prepare
+from .ingest import Row, check_vector, prepare_batch
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
@@ -270,7 +270,7 @@ class Store:
         field (a key or list of keys) records the same for other documents.
         """
         self._check_writable()
-        rows = prepare(docs, embeddings, self.dim)
+        rows, supplied = prepare_batch(docs, embeddings, self.dim)
         self._begin_write()
         snap = self._snap
         ingested = now_us()
@@ -321,7 +321,7 @@ class Store:
             results.append(doc_id)
 
         if new_rows or sups:
-            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress)
+            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied)
             self._commit(batch)
         return results
 
@@ -434,13 +434,23 @@ class Store:
             self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
             self._index_keys()
 
-    def _build_batch(self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress) -> CommitBatch:
+    def _build_batch(
+        self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None
+    ) -> CommitBatch:
+        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``r.record``)."""
         n = len(rows)
-        emb = np.empty((n, self.dim), dtype=np.float32)
-        todo = [i for i, r in enumerate(rows) if r.embedding is None]
-        for i, r in enumerate(rows):
-            if r.embedding is not None:
-                emb[i] = r.embedding
+        if supplied is not None:
+            todo = []
+            if n == len(supplied):  # every record is a new row: the matrix is the batch's, as it is
+                emb = supplied
+            else:
+                emb = supplied[np.fromiter((r.record for r in rows), dtype=np.int64, count=n)]
+        else:
+            emb = np.empty((n, self.dim), dtype=np.float32)
+            todo = [i for i, r in enumerate(rows) if r.embedding is None]
+            for i, r in enumerate(rows):
+                if r.embedding is not None:
+                    emb[i] = r.embedding
         win_rows = win_emb = None
         if todo:
             texts = [

@@ -430,8 +430,9 @@ class Store:
             if exc.broken:
                 self._broken = str(exc)
             raise
+        written = [(f["name"], f["sha256"]) for f in manifest["commits"][-1]["files"].values()]
         with self._state:
-            self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt)
+            self._snap = Snapshot(self.path, manifest, previous=self._snap, on_corrupt=self._on_corrupt, written=written)
             self._index_keys()
 
     def _build_batch(

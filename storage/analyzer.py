@@ -19,6 +19,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from mempp.kernels import analyze as _analyze
+
 # A compact English stop list (Lucene's classic list plus common question and chat words).
 STOPWORDS = frozenset(
     """
@@ -65,12 +67,6 @@ def stem(word: str) -> str:
     return stemmer.stemWord(word)
 
 
-def _kernels():
-    from mempp.kernels import analyze
-
-    return analyze
-
-
 _ASCII_CLASSES: np.ndarray | None = None
 _CLASSES: np.ndarray | None = None
 
@@ -114,7 +110,7 @@ def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     offs = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
     clean = np.empty(len(buf), dtype=buf.dtype)
-    new_offs = _kernels().clean(buf, offs, _classes(buf.dtype == np.uint8), clean)
+    new_offs = _analyze.clean(buf, offs, _classes(buf.dtype == np.uint8), clean)
     return clean, new_offs, _classes(buf.dtype == np.uint8)
 
 
@@ -154,11 +150,11 @@ class Analyzer:
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         buf, offs, classes = _code_points(texts)
-        tok, counts, starts, lens = _kernels().tokenize(buf, offs, classes)
+        tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
         if len(starts):
             # the distinct tokens, decoded in one go: they hold no space
             out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
-            used = _kernels().gather(buf, starts, lens, 32, out)
+            used = _analyze.gather(buf, starts, lens, 32, out)
             words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
         else:
             words = []
@@ -166,7 +162,7 @@ class Analyzer:
         code = np.array(
             [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
         )
-        return _kernels().map_terms(tok, counts, code)
+        return _analyze.map_terms(tok, counts, code)
 
     def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
         """The batch path before the compiled tokenizer (kept as a second reference for the tests)."""

@@ -36,7 +36,7 @@ class FileRef:
         return cls(d["name"], int(d["size"]), d["sha256"])
 
 
-def write_file(store: Path, name: str, data: bytes) -> FileRef:
+def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
     """Write a new immutable store file (fsynced) and return its reference."""
     path = store / name
     # A file of this name can only be left by a commit that failed before publishing: nothing references it.

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from mempp.kernels.analyze import maybe_unnormalized_ascii
+
 from .dates import to_us
 from .errors import ValidationError
 from .types import Document
@@ -110,6 +112,8 @@ def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tupl
     emb = _check_embeddings(embeddings, len(docs), dim)
     rows: list[Row | None] = []
     append = rows.append
+    plain: list[Row] = []  # fast-path rows, fingerprinted together at the end
+    dates: dict[str, int] = {}  # the batch's distinct date strings, parsed once
     for i, raw in enumerate(docs):
         if type(raw) is dict and raw.keys() <= _PLAIN:
             # Fast path for the common record: the checks of the general path below, in its
@@ -127,12 +131,17 @@ def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tupl
                 if author is not None:
                     _check_utf8(author, "author", i, key)
                 when = raw.get("date")
-                append(
-                    Row(
-                        i, key, text, author, None if when is None else _date(when, i, key), None, None, None, None, (),
-                        fingerprint(author, text), None if emb is None else emb[i],
-                    )
-                )
+                if when is None:
+                    us = None
+                elif type(when) is str:
+                    us = dates.get(when)
+                    if us is None:
+                        us = dates[when] = _date(when, i, key)
+                else:
+                    us = _date(when, i, key)
+                row = Row(i, key, text, author, us, None, None, None, None, (), 0, None if emb is None else emb[i])
+                append(row)
+                plain.append(row)
                 continue
         d = _as_mapping(raw, i)
         key = d.get("id", d.get("key"))
@@ -183,7 +192,35 @@ def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tupl
                 **strings,
             )
         )
+    _fingerprint_rows(plain)
     return rows, emb
+
+
+def _fingerprint_rows(rows: list[Row]) -> None:
+    """Set each row's :func:`fingerprint`: for ASCII texts, a compiled pass over all of them at
+    once clears the texts whitespace normalization leaves alone (the rest take the exact
+    check of :func:`fingerprint`), and each text's bytes are a slice of one encoding."""
+    if not rows:
+        return
+    texts = [r.text for r in rows]
+    joined = "".join(texts)
+    if not joined.isascii():
+        for r in rows:
+            r.fingerprint = fingerprint(r.author, r.text)
+        return
+    data = joined.encode("ascii")
+    offs = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offs[1:])
+    flags = np.empty(len(texts), dtype=np.bool_)
+    maybe_unnormalized_ascii(np.frombuffer(data, dtype=np.uint8), offs, flags)
+    view = memoryview(data)
+    blake2b = hashlib.blake2b
+    for r, a, b, flag in zip(rows, offs[:-1].tolist(), offs[1:].tolist(), flags.tolist()):
+        if flag:
+            r.fingerprint = fingerprint(r.author, r.text)
+        else:
+            prefix = b"\x00" if r.author is None else r.author.encode("utf-8") + b"\x00"
+            r.fingerprint = int.from_bytes(blake2b(prefix + view[a:b], digest_size=8).digest(), "little")
 
 
 def _date(when: Any, i: int, key: str | None) -> int:

@@ -236,3 +236,26 @@ def map_terms(tok, counts, code):
                 m += 1
         lengths[t] = m - first
     return flat[:m], lengths
+
+
+@njit(cache=True, nogil=True)
+def maybe_unnormalized_ascii(buf, offs, out):
+    """``out[t]`` is False only if ``" ".join(text.split())`` leaves ASCII text ``t`` (``buf[offs[t]:offs[t + 1]]``) as it is.
+
+    ASCII whitespace is 9-13, 28-31 and the space: a text without control characters, two
+    spaces in a row, or a space at either end is left as it is. (True: look closer; any
+    control character counts, so the loop has no branch to mispredict.)
+    """
+    for t in range(offs.shape[0] - 1):
+        a = offs[t]
+        b = offs[t + 1]
+        bad = 0
+        if b > a and (buf[a] == 32 or buf[b - 1] == 32):
+            bad = 1
+        prev = 0
+        for i in range(a, b):
+            c = buf[i]
+            s = 1 if c == 32 else 0
+            bad |= (s & prev) | (1 if c < 32 else 0)
+            prev = s
+        out[t] = bad != 0

@@ -170,3 +170,17 @@ def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
     with pytest.raises(mempp.ValidationError) as info:
         _check_embeddings(emb, 9000, 16)
     assert info.value.record == 4500
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x00\x7fé")), min_size=1, max_size=10)), max_size=6))
+def test_batch_fingerprints_equal_fingerprint(pairs):
+    """The batch (compiled whitespace check, shared encoding) against :func:`fingerprint`, text by text."""
+    from mempp.ingest import Row, _fingerprint_rows, fingerprint
+
+    rows = [Row(i, None, text, author, None, None, None, None, None, (), 0) for i, (author, text) in enumerate(pairs)]
+    _fingerprint_rows(rows)
+    assert [r.fingerprint for r in rows] == [fingerprint(a, t) for a, t in pairs]
+    ascii_rows = [Row(i, None, t.encode("ascii", "ignore").decode() or "x", None, None, None, None, None, None, (), 0) for i, (_, t) in enumerate(pairs)]
+    _fingerprint_rows(ascii_rows)
+    assert [r.fingerprint for r in ascii_rows] == [fingerprint(None, r.text) for r in ascii_rows]

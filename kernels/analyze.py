@@ -105,7 +105,7 @@ def tokenize(buf, offs, cls):
             t_idx = np.full(2 * cap, -1, dtype=np.int32)
             t_hash = np.zeros(2 * cap, dtype=np.uint64)
             for e in range(n_dist):
-                s = np.int64(d_hash[e] & np.uint64(mask))
+                s = np.int64(_mix(d_hash[e]) & np.uint64(mask))
                 while t_idx[s] >= 0:
                     s = (s + 1) & mask
                 t_idx[s] = e
@@ -151,30 +151,46 @@ def _scan(buf, offs, cls, t0, i0, tok, tok_first, n_tok, d_start, d_len, d_hash,
                 continue
             if n_tok == tok.shape[0]:
                 return t, i, n_tok, n_dist, 1
-            # FNV-1a over the code points, then murmur3's finalizer (FNV's low bits alone cluster)
-            h = np.uint64(14695981039346656037)
-            for p in range(i, j):
-                h = (h ^ np.uint64(buf[p])) * np.uint64(1099511628211)
-            h ^= h >> np.uint64(33)
-            h *= np.uint64(0xFF51AFD7ED558CCD)
-            h ^= h >> np.uint64(33)
             ln = j - i
-            slot = np.int64(h & np.uint64(mask))
+            # The token's key: a token of at most 7 code points below 256 is its own key (the code
+            # points a byte each, the length in the top byte), compared exactly in the table; a
+            # longer one is keyed by its FNV-1a hash with the top byte 0xFF and compared in full.
+            short = ln <= 7
+            key = np.uint64(0)
+            if short:
+                for p in range(ln):
+                    c = np.uint64(buf[i + p])
+                    if c > 255:
+                        short = False
+                        break
+                    key |= c << np.uint64(8 * p)
+            if short:
+                key |= np.uint64(ln) << np.uint64(56)
+            else:
+                key = np.uint64(14695981039346656037)
+                for p in range(i, j):
+                    key = (key ^ np.uint64(buf[p])) * np.uint64(1099511628211)
+                key |= np.uint64(0xFF) << np.uint64(56)
+            slot = np.int64(_mix(key) & np.uint64(mask))
             d = np.int64(-1)
             while True:
                 e = np.int64(t_idx[slot])
                 if e < 0:
                     break
-                if t_hash[slot] == h and d_len[e] == ln:
-                    o = d_off[e]
-                    same = True
-                    for p in range(ln):
-                        if d_buf[o + p] != buf[i + p]:
-                            same = False
-                            break
-                    if same:
+                if t_hash[slot] == key:
+                    if short:
                         d = e
                         break
+                    if d_len[e] == ln:
+                        o = d_off[e]
+                        same = True
+                        for p in range(ln):
+                            if d_buf[o + p] != buf[i + p]:
+                                same = False
+                                break
+                        if same:
+                            d = e
+                            break
                 slot = (slot + 1) & mask
             if d < 0:  # a new distinct token, into the empty slot found
                 if n_dist == cap:
@@ -184,10 +200,10 @@ def _scan(buf, offs, cls, t0, i0, tok, tok_first, n_tok, d_start, d_len, d_hash,
                     return t, i, n_tok, n_dist, 2
                 d = n_dist
                 t_idx[slot] = d
-                t_hash[slot] = h
+                t_hash[slot] = key
                 d_start[d] = i
                 d_len[d] = ln
-                d_hash[d] = h
+                d_hash[d] = key
                 for p in range(ln):
                     d_buf[o + p] = buf[i + p]
                 d_off[d + 1] = o + ln
@@ -196,6 +212,17 @@ def _scan(buf, offs, cls, t0, i0, tok, tok_first, n_tok, d_start, d_len, d_hash,
             n_tok += 1
             i = j
     return n_texts, 0, n_tok, n_dist, 0
+
+
+@njit(cache=True, nogil=True)
+def _mix(h):
+    """murmur3's 64-bit finalizer: every bit of ``h`` reaches the low bits that index the table."""
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
 
 
 @njit(cache=True, nogil=True)

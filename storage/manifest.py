@@ -41,8 +41,16 @@ def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
     path = store / name
     # A file of this name can only be left by a commit that failed before publishing: nothing references it.
     unlink(path)
-    write_new_file(path, data)
-    return FileRef(name, len(data), sha256_bytes(data))
+    if len(data) < (8 << 20):
+        write_new_file(path, data)
+        return FileRef(name, len(data), sha256_bytes(data))
+    # A big file is hashed in a thread while it is written (both release the GIL).
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(sha256_bytes, data)
+        write_new_file(path, data)
+        return FileRef(name, len(data), digest.result())
 
 
 def check_file(store: Path, ref: FileRef, *, verify: bool) -> Path:

@@ -9,6 +9,7 @@ import math
 import os
 import time
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -33,6 +34,7 @@ from mempp.storage import (
     read_current,
     read_manifest,
 )
+from mempp.storage.analyzer import tokenize
 from mempp.storage.fsutil import fsync_dir
 
 from mempp.kernels import quantize_rows
@@ -295,6 +297,15 @@ class Store:
     def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
         self._check_writable()
         rows, supplied = prepare_batch(docs, embeddings, self.dim)
+        prepared = [r.text for r in rows if r is not None]
+        if len(prepared) < 2000:
+            return self._add_rows(rows, supplied, batch_size, progress, None)
+        # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
+        # the rows are matched against the store here; used if every row turns out new.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return self._add_rows(rows, supplied, batch_size, progress, (len(prepared), pool.submit(tokenize, prepared)))
+
+    def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens) -> list[int | None]:
         self._begin_write()
         snap = self._snap
         ingested = now_us()
@@ -345,7 +356,9 @@ class Store:
             results.append(doc_id)
 
         if new_rows or sups:
-            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied)
+            if tokens is not None:
+                tokens = tokens[1] if tokens[0] == len(new_rows) else None  # else some rows were re-ingests
+            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens)
             self._commit(batch)
         return results
 
@@ -460,9 +473,11 @@ class Store:
             self._index_keys()
 
     def _build_batch(
-        self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None
+        self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None,
+        tokens=None,
     ) -> CommitBatch:
-        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``r.record``)."""
+        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``r.record``);
+        ``tokens``: a future of ``tokenize`` of the rows' texts, if one was started."""
         n = len(rows)
         if supplied is not None:
             todo = []
@@ -502,7 +517,10 @@ class Store:
                     tid = new_terms[term] = base_terms + len(new_terms)
             return tid
 
-        flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
+        if tokens is not None:
+            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern)
+        else:
+            flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
         columns = {
             "doc_id": list(range(first, first + n)),
             "key": [r.key for r in rows],

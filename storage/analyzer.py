@@ -114,6 +114,29 @@ def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return clean, new_offs, _classes(buf.dtype == np.uint8)
 
 
+Tokens = tuple  # (each token's distinct number, tokens per text, the distinct tokens): see tokenize
+
+
+def tokenize(texts: Sequence[str]) -> Tokens:
+    """The tokens of ``texts`` before stop words and stemming, which do not depend on the settings.
+
+    Returns (each token's distinct number, int64 tokens per text, the distinct tokens in
+    first-seen order). The compiled part releases the GIL: a writer runs this in a thread.
+    """
+    if len(texts) == 0:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), []
+    buf, offs, classes = _code_points(texts)
+    tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
+    if len(starts):
+        # the distinct tokens, decoded in one go: they hold no space
+        out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
+        used = _analyze.gather(buf, starts, lens, 32, out)
+        words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
+    else:
+        words = []
+    return tok, counts, words
+
+
 @dataclass(frozen=True)
 class Analyzer:
     """Tokenizer settings; ``to_json()`` goes into the manifest."""
@@ -146,18 +169,13 @@ class Analyzer:
         classifies code points as ``re`` does), and each distinct token is stemmed and
         interned once.
         """
-        n = len(texts)
-        if n == 0:
+        return self.intern_tokens(tokenize(texts), intern)
+
+    def intern_tokens(self, tokens: "Tokens", intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`term_ids` of texts already split by :func:`tokenize`."""
+        tok, counts, words = tokens
+        if len(counts) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        buf, offs, classes = _code_points(texts)
-        tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
-        if len(starts):
-            # the distinct tokens, decoded in one go: they hold no space
-            out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
-            used = _analyze.gather(buf, starts, lens, 32, out)
-            words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
-        else:
-            words = []
         stop = STOPWORDS if self.stopwords else frozenset()
         code = np.array(
             [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from mempp.kernels.analyze import maybe_unnormalized_ascii
+
 from .dates import to_us
 from .errors import ValidationError
 from .types import Document
@@ -48,13 +50,25 @@ _UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.spl
 
 def fingerprint(author: str | None, text: str) -> int:
     """Identity of a re-ingest: the author and the text with whitespace normalized."""
-    norm = " ".join(text.split()) if _UNNORMALIZED.search(text) else text
+    norm = " ".join(text.split()) if _unnormalized(text) else text
     data = (author or "").encode("utf-8") + b"\x00" + norm.encode("utf-8")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
+def _unnormalized(text: str) -> bool:
+    """Whether ``" ".join(text.split())`` differs from ``text`` (``_UNNORMALIZED`` matches).
+
+    Every whitespace character but the space is unprintable, so in printable text only
+    spaces matter: doubled, leading or trailing. ``str.isprintable`` and ``in`` run at
+    C speed; the regex (tens of microseconds for a page of text) is left for the rest.
+    """
+    if text.isprintable():
+        return "  " in text or text.startswith(" ") or text.endswith(" ")
+    return _UNNORMALIZED.search(text) is not None
+
+
 def _as_mapping(doc: Any, record: int) -> Mapping[str, Any]:
-    if isinstance(doc, Mapping):
+    if type(doc) is dict or isinstance(doc, Mapping):  # a dict skips the (slow) ABC check
         return doc
     if isinstance(doc, Document):
         d = asdict(doc)
@@ -83,12 +97,52 @@ def _check_utf8(value: str, name: str, record: int, key: str | None) -> None:
         raise ValidationError(f"not valid Unicode text ({exc.reason} at {exc.start})", field=name, record=record, key=key) from None
 
 
+# The fields a plain record may have for ``prepare``'s fast path (anything else takes the general one).
+_PLAIN = frozenset({"id", "text", "date", "author"})
+
+
 def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row | None]:
     """Check every document; ``None`` marks an empty or whitespace-only text (skipped, as the reference does)."""
+    return prepare_batch(docs, embeddings, dim)[0]
+
+
+def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tuple[list[Row | None], np.ndarray | None]:
+    """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``."""
     docs = list(docs)
     emb = _check_embeddings(embeddings, len(docs), dim)
     rows: list[Row | None] = []
+    append = rows.append
+    plain: list[Row] = []  # fast-path rows, fingerprinted together at the end
+    dates: dict[str, int] = {}  # the batch's distinct date strings, parsed once
     for i, raw in enumerate(docs):
+        if type(raw) is dict and raw.keys() <= _PLAIN:
+            # Fast path for the common record: the checks of the general path below, in its
+            # order (so the same first error), for the fields a plain dict can have.
+            key = raw.get("id")
+            text = raw.get("text")
+            author = raw.get("author")
+            if (key is None or type(key) is str) and type(text) is str and (author is None or type(author) is str):
+                if key is not None:
+                    _check_utf8(key, "id", i, None)
+                _check_utf8(text, "text", i, key)
+                if not text.strip():
+                    append(None)
+                    continue
+                if author is not None:
+                    _check_utf8(author, "author", i, key)
+                when = raw.get("date")
+                if when is None:
+                    us = None
+                elif type(when) is str:
+                    us = dates.get(when)
+                    if us is None:
+                        us = dates[when] = _date(when, i, key)
+                else:
+                    us = _date(when, i, key)
+                row = Row(i, key, text, author, us, None, None, None, None, (), 0, None if emb is None else emb[i])
+                append(row)
+                plain.append(row)
+                continue
         d = _as_mapping(raw, i)
         key = d.get("id", d.get("key"))
         if isinstance(key, bool) or not (key is None or isinstance(key, (str, int))):
@@ -104,18 +158,11 @@ def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row |
             )
         _check_utf8(text, "text", i, key)
         if not text.strip():
-            rows.append(None)
+            append(None)
             continue
         strings = {name: _string(d.get(name), name, i, key) for name in STRING_FIELDS}
         when = d.get("date")
-        date_us = None
-        if when is not None:
-            if not isinstance(when, (str, date)):
-                raise ValidationError(f"expected an ISO 8601 string or datetime, got {type(when).__name__}", field="date", record=i, key=key)
-            try:
-                date_us = to_us(when)
-            except (ValueError, TypeError, OverflowError) as exc:
-                raise ValidationError(f"cannot parse {when!r} as an ISO 8601 date ({exc})", field="date", record=i, key=key) from None
+        date_us = None if when is None else _date(when, i, key)
         sup = d.get("supersedes") or ()
         if isinstance(sup, str):
             sup = (sup,)
@@ -132,7 +179,7 @@ def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row |
                 meta_json.encode("utf-8")
         except (TypeError, ValueError, UnicodeEncodeError) as exc:
             raise ValidationError(f"extra fields must be JSON values ({exc})", field="meta", record=i, key=key) from None
-        rows.append(
+        append(
             Row(
                 record=i,
                 key=key,
@@ -145,7 +192,44 @@ def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row |
                 **strings,
             )
         )
-    return rows
+    _fingerprint_rows(plain)
+    return rows, emb
+
+
+def _fingerprint_rows(rows: list[Row]) -> None:
+    """Set each row's :func:`fingerprint`: for ASCII texts, a compiled pass over all of them at
+    once clears the texts whitespace normalization leaves alone (the rest take the exact
+    check of :func:`fingerprint`), and each text's bytes are a slice of one encoding."""
+    if not rows:
+        return
+    texts = [r.text for r in rows]
+    joined = "".join(texts)
+    if not joined.isascii():
+        for r in rows:
+            r.fingerprint = fingerprint(r.author, r.text)
+        return
+    data = joined.encode("ascii")
+    offs = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offs[1:])
+    flags = np.empty(len(texts), dtype=np.bool_)
+    maybe_unnormalized_ascii(np.frombuffer(data, dtype=np.uint8), offs, flags)
+    view = memoryview(data)
+    blake2b = hashlib.blake2b
+    for r, a, b, flag in zip(rows, offs[:-1].tolist(), offs[1:].tolist(), flags.tolist()):
+        if flag:
+            r.fingerprint = fingerprint(r.author, r.text)
+        else:
+            prefix = b"\x00" if r.author is None else r.author.encode("utf-8") + b"\x00"
+            r.fingerprint = int.from_bytes(blake2b(prefix + view[a:b], digest_size=8).digest(), "little")
+
+
+def _date(when: Any, i: int, key: str | None) -> int:
+    if not isinstance(when, (str, date)):
+        raise ValidationError(f"expected an ISO 8601 string or datetime, got {type(when).__name__}", field="date", record=i, key=key)
+    try:
+        return to_us(when)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValidationError(f"cannot parse {when!r} as an ISO 8601 date ({exc})", field="date", record=i, key=key) from None
 
 
 def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
@@ -159,12 +243,21 @@ def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | 
         raise ValidationError(f"expected shape ({n}, dim), got {emb.shape}", field="embeddings")
     if dim is not None and emb.shape[1] != dim:
         raise ValidationError(f"expected dimension {dim}, got {emb.shape[1]}", field="embeddings")
-    bad = ~np.isfinite(emb).all(axis=1)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValidationError("contains NaN or infinity", field="embedding", record=i)
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    return np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+    out = np.empty(emb.shape, dtype=np.float32)
+    step = 4096  # rows at a time, so the temporaries stay in cache; row results are those of one call
+    for a in range(0, emb.shape[0], step):
+        part = emb[a : a + step]
+        norms = np.linalg.norm(part, axis=1, keepdims=True)
+        if not np.isfinite(norms).all():  # a NaN or infinity makes the norm one (so can an overflow)
+            bad = ~np.isfinite(part).all(axis=1)
+            if bad.any():
+                i = a + int(np.flatnonzero(bad)[0])
+                raise ValidationError("contains NaN or infinity", field="embedding", record=i)
+        if (norms > 0).all():
+            np.divide(part, norms, out=out[a : a + step])
+        else:
+            out[a : a + step] = np.where(norms > 0, part / np.where(norms > 0, norms, 1), 0)
+    return out
 
 
 def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:

@@ -13,12 +13,15 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def invert(flat, lengths, n_ids):
-    """(terms int32, starts int64, dfs int32, docs int32, tfs uint32) of the batch; term ids < ``n_ids``."""
+def invert(flat, lengths, n_ids, lo=0):
+    """(terms int32, starts int64, dfs int32, docs int32, tfs uint32) of the batch; term ids in ``[lo, lo + n_ids)``.
+
+    The counting sort runs over that range only (``lo``: the batch's smallest id).
+    """
     n = flat.shape[0]
     counts = np.zeros(n_ids + 1, dtype=np.int64)
     for i in range(n):
-        counts[flat[i] + 1] += 1
+        counts[flat[i] - lo + 1] += 1
     for t in range(n_ids):
         counts[t + 1] += counts[t]  # counts[t]: where term t's tokens start
     rows_by_term = np.empty(n, dtype=np.int32)
@@ -26,7 +29,7 @@ def invert(flat, lengths, n_ids):
     i = 0
     for row in range(lengths.shape[0]):
         for _ in range(lengths[row]):
-            t = flat[i]
+            t = flat[i] - lo
             rows_by_term[pos[t]] = row  # rows arrive in order, so each term's run is sorted
             pos[t] += 1
             i += 1
@@ -42,7 +45,7 @@ def invert(flat, lengths, n_ids):
         b = counts[t + 1]
         if a == b:
             continue
-        terms[n_terms] = t
+        terms[n_terms] = t + lo
         starts[n_terms] = m
         first = m
         j = a

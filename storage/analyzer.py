@@ -19,6 +19,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from mempp.kernels import analyze as _analyze
+
 # A compact English stop list (Lucene's classic list plus common question and chat words).
 STOPWORDS = frozenset(
     """
@@ -65,6 +67,73 @@ def stem(word: str) -> str:
     return stemmer.stemWord(word)
 
 
+_CLASSES = np.zeros(0, dtype=np.uint8)
+
+
+def _classes(size: int) -> np.ndarray:
+    """Classes of the code points below ``size`` (at least) as ``re`` sees them in ``str`` patterns:
+    1 ``\\w``, 2 ``[^\\W_]``, 4 ``\\d``.
+
+    Computed with ``re`` itself over every code point of the range: ASCII, then the Basic
+    Multilingual Plane (~20 ms), then all of Unicode (~0.4 s) only for text beyond it.
+    """
+    global _CLASSES
+    if len(_CLASSES) >= size:
+        return _CLASSES
+    size = 128 if size <= 128 else 0x10000 if size <= 0x10000 else 0x110000
+    every = "".join(map(chr, range(size)))
+    out = np.zeros(size, dtype=np.uint8)
+    for bit, pattern in ((1, r"\w"), (2, r"[^\W_]"), (4, r"\d")):
+        at = np.fromiter((m.start() for m in re.finditer(pattern, every)), dtype=np.int64)
+        out[at] |= bit
+    _CLASSES = out
+    return out
+
+
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(code points of the normalized texts back to back, each text's span, the class table).
+
+    ASCII text is its own NFKC form and its case folding only lowers A-Z, which the kernel
+    does; other text is normalized here, text by text, as :meth:`Analyzer.terms` does.
+    """
+    joined = "".join(texts)
+    if joined.isascii():
+        parts = texts
+        buf = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    else:
+        parts = [t if t.isascii() else unicodedata.normalize("NFKC", t).casefold() for t in texts]
+        buf = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
+    classes = _classes(128 if buf.dtype == np.uint8 else int(buf.max()) + 1)
+    clean = np.empty(len(buf), dtype=buf.dtype)
+    new_offs = _analyze.clean(buf, offs, classes, clean)
+    return clean, new_offs, classes
+
+
+Tokens = tuple  # (each token's distinct number, tokens per text, the distinct tokens): see tokenize
+
+
+def tokenize(texts: Sequence[str]) -> Tokens:
+    """The tokens of ``texts`` before stop words and stemming, which do not depend on the settings.
+
+    Returns (each token's distinct number, int64 tokens per text, the distinct tokens in
+    first-seen order). The compiled part releases the GIL: a writer runs this in a thread.
+    """
+    if len(texts) == 0:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), []
+    buf, offs, classes = _code_points(texts)
+    tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
+    if len(starts):
+        # the distinct tokens, decoded in one go: they hold no space
+        out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
+        used = _analyze.gather(buf, starts, lens, 32, out)
+        words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
+    else:
+        words = []
+    return tok, counts, words
+
+
 @dataclass(frozen=True)
 class Analyzer:
     """Tokenizer settings; ``to_json()`` goes into the manifest."""
@@ -90,12 +159,28 @@ class Analyzer:
         """The terms of many texts at once: (flat term ids, int64 count per text).
 
         ``intern(term)`` gives a term's id (assigning new ones), called once per distinct
-        term in first-seen order. Same terms as :meth:`terms`, text by text, but the text is
-        normalized and tokenized in one pass over the texts joined by NUL (NFKC, case
-        folding, the possessive rules and the tokens never cross a NUL, a non-word starter
-        character), and each distinct token is analyzed once: an order of magnitude faster
-        for a batch. Texts holding a NUL themselves take the per-text path.
+        term in first-seen order. Same terms as :meth:`terms`, text by text: each text is
+        normalized as there (ASCII text needs no NFKC, and its case folding is lowering
+        A-Z, done by the kernel), then the possessive, apostrophe and token rules run
+        compiled over all texts' code points at once (``mempp.kernels.analyze``, which
+        classifies code points as ``re`` does), and each distinct token is stemmed and
+        interned once.
         """
+        return self.intern_tokens(tokenize(texts), intern)
+
+    def intern_tokens(self, tokens: "Tokens", intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`term_ids` of texts already split by :func:`tokenize`."""
+        tok, counts, words = tokens
+        if len(counts) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        stop = STOPWORDS if self.stopwords else frozenset()
+        code = np.array(
+            [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
+        )
+        return _analyze.map_terms(tok, counts, code)
+
+    def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+        """The batch path before the compiled tokenizer (kept as a second reference for the tests)."""
         n = len(texts)
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)

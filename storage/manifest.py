@@ -42,15 +42,24 @@ class FileRef:
         return cls(d["name"], int(d["size"]), d["sha256"], d.get("mix64"))
 
 
-def write_file(store: Path, name: str, data: bytes) -> FileRef:
+def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
     """Write a new immutable store file (fsynced) and return its reference."""
     path = store / name
     # A file of this name can only be left by a commit that failed before publishing: nothing references it.
     unlink(path)
-    write_new_file(path, data)
     from mempp.kernels.checksum import mix64_bytes
 
-    return FileRef(name, len(data), sha256_bytes(data), mix64_bytes(data))
+    if len(data) < (8 << 20):
+        write_new_file(path, data)
+        return FileRef(name, len(data), sha256_bytes(data), mix64_bytes(data))
+    # A big file is hashed in a thread while it is written (hashlib, numba and the write release the GIL).
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(sha256_bytes, data)
+        write_new_file(path, data)
+        fast = mix64_bytes(data)
+        return FileRef(name, len(data), digest.result(), fast)
 
 
 def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:

@@ -56,10 +56,10 @@ class Postings:
 
         if len(flat) == 0:
             return cls.empty()
-        lo = int(flat.min())
-        flat = np.ascontiguousarray(flat - lo, dtype=np.int64)  # counting sort over the batch's id range only
-        terms, starts, dfs, docs, tfs = invert(flat, np.ascontiguousarray(lengths, dtype=np.int64), int(flat.max()) + 1)
-        return cls(terms=(terms.astype(np.int64) + lo).astype(np.int32), starts=starts, dfs=dfs, docs=docs, tfs=tfs)
+        flat = np.ascontiguousarray(flat, dtype=np.int64)
+        lo = int(flat.min())  # counting sort over the batch's id range only
+        terms, starts, dfs, docs, tfs = invert(flat, np.ascontiguousarray(lengths, dtype=np.int64), int(flat.max()) - lo + 1, lo)
+        return cls(terms=terms, starts=starts, dfs=dfs, docs=docs, tfs=tfs)
 
     @classmethod
     def empty(cls) -> "Postings":

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from .arrowio import ipc_file
+
 TS = pa.timestamp("us", tz="UTC")
 NAT = np.iinfo(np.int64).min  # "undated" in int64 microsecond arrays
 
@@ -38,7 +40,7 @@ def segment_schema(dim: int) -> pa.Schema:
     )
 
 
-def encode_segment(columns: dict, embeddings: np.ndarray) -> bytes:
+def encode_segment(columns: dict, embeddings: np.ndarray) -> memoryview:
     """Serialize one commit's rows to Arrow IPC file bytes."""
     dim = embeddings.shape[1]
     schema = segment_schema(dim)
@@ -50,10 +52,7 @@ def encode_segment(columns: dict, embeddings: np.ndarray) -> bytes:
         else:
             arrays.append(pa.array(columns[field.name], type=field.type))
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return ipc_file(schema, lambda writer: writer.write_batch(batch))
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -184,6 +185,7 @@ class Snapshot:
         previous: "Snapshot | None" = None,
         on_corrupt: str = "raise",
         verify: bool = True,
+        written: Iterable[tuple[str, str]] = (),
     ) -> None:
         """Load ``manifest``'s version, verifying every file's checksum (mix64, or sha256 in older stores) before parsing it.
 
@@ -192,7 +194,10 @@ class Snapshot:
         :class:`CorruptStoreError` naming it, unless ``on_corrupt="skip"``: then the rest
         stays readable, the documents of a skipped segment are never returned, and the file
         is listed in ``skipped``. A damaged dictionary always raises. ``verify=False`` checks
-        sizes only (to measure what hashing costs).
+        sizes only (to measure what hashing costs). ``written``: (name, sha256) of files this
+        process has just written and fsynced, hashing the very bytes it wrote (the commit
+        that publishes this version): reading them back would hash the page cache's copy of
+        those bytes, so they count as verified.
         """
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
@@ -214,6 +219,8 @@ class Snapshot:
         # Every file is checked against its recorded size and checksum before it is parsed; files a
         # previous snapshot of this process already verified (and reuses) are not hashed again.
         self.verified: set[tuple[str, str]] = set(previous.verified) if previous else set()
+        if verify:
+            self.verified.update(written)
         todo = []
         for _, files in commits:
             if "docs" in files and files["docs"].name in old:

@@ -11,6 +11,7 @@ files it left behind are unreferenced and overwritten by the next commit.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -90,10 +91,13 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     entry: dict = {"version": version, "committed_at": _now_iso(), "files": files}
     total_length = int(previous["total_length"])
     if batch.n_docs:
-        files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
-        failpoint("after_docs_fsync")
-        postings = Postings.build_flat(*batch.flat_terms)
-        post, index = postings.encode()
+        # The postings are inverted and encoded in a thread (numba and Arrow release the GIL)
+        # while the segment is encoded and written here; files are still written in order.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            postings = pool.submit(lambda: Postings.build_flat(*batch.flat_terms).encode())
+            files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
+            failpoint("after_docs_fsync")
+            post, index = postings.result()
         files["post"] = write_file(store, f"{stem}.post.arrow", post).to_json()
         failpoint("after_post_fsync")
         files["index"] = write_file(store, f"{stem}.terms.arrow", index).to_json()

@@ -52,3 +52,67 @@ def test_stem_shortcuts_agree_with_the_stemmer(letters, digits, short):
     stemmer = EnglishStemmer()
     for word in (letters + digits, short, digits + letters + digits):
         assert stemmer.stemWord(word) == word == stem(word)
+
+
+# The compiled tokenizer against the per-text regexes: ASCII-only batches (the uint8 path) and
+# batches with other text (the code point path), with what its rules hinge on: apostrophes of
+# every kind next to letters, digits, "s"/"S" and underscores, decimal points and commas
+# between digits, digits glued to letters, NULs, controls and non-ASCII digits and letters.
+_ASCII_ALPHABET = st.sampled_from(list("aszSZ09'`_.,- \x00\t\x7f") + ["'s", "'S", "1.5", "9,9", "s'"])
+_ASCII_TEXT = st.lists(_ASCII_ALPHABET, max_size=30).map("".join)
+_ANY_ALPHABET = st.sampled_from(
+    list("aszS09'`’‘_., \x00ßéİ\u0301ﬁ٣²Ⅻ\u00a0ſ\U0001d7d9") + ["’s", "'s", "1.5", "٣.٣", "Caroline’s"]
+)
+_ANY_TEXT = st.lists(_ANY_ALPHABET, max_size=30).map("".join) | st.text(max_size=20)
+
+
+def _batch_terms(a: Analyzer, texts: list[str], path: str = "term_ids") -> tuple[list[list[str]], list[str]]:
+    ids: dict[str, int] = {}
+    flat, lengths = getattr(a, path)(texts, lambda t: ids.setdefault(t, len(ids)))
+    assert flat.dtype == np.int64 and lengths.dtype == np.int64 and len(lengths) == len(texts)
+    names = {i: t for t, i in ids.items()}
+    got = np.split(flat, np.cumsum(lengths)[:-1]) if len(texts) else []
+    return [[names[int(i)] for i in part] for part in got], list(ids)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ASCII_TEXT, max_size=6), st.booleans(), st.booleans())
+def test_compiled_tokenizer_on_ascii_equals_the_regexes(texts, stopwords, stemmed):
+    a = Analyzer(stopwords=stopwords, stem=stemmed)
+    per_text, order = _batch_terms(a, texts)
+    assert per_text == [a.terms(t) for t in texts]
+    assert order == list(dict.fromkeys(t for x in texts for t in a.terms(x)))
+    assert (per_text, order) == _batch_terms(a, texts, "_term_ids_regex")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ANY_TEXT | _ASCII_TEXT, max_size=6), st.booleans())
+def test_compiled_tokenizer_on_any_text_equals_the_regexes(texts, stemmed):
+    a = Analyzer(stem=stemmed)
+    per_text, order = _batch_terms(a, texts)
+    assert per_text == [a.terms(t) for t in texts]
+    assert order == list(dict.fromkeys(t for x in texts for t in a.terms(x)))
+
+
+def test_compiled_tokenizer_examples():
+    a = Analyzer(stopwords=False, stem=False)
+    cases = {
+        "Caroline's CAROLINE'S caroline'sx 1's _'s 's": [["caroline", "caroline", "carolinesx", "1", "s", "s"]],
+        "99.9 1,000.5 1..2 1.2.3 9, 99abc abc99 v2.5 a_b": [["99.9", "1,000.5", "1", "2", "1.2.3", "9", "99", "abc", "abc99", "v2", "5", "a", "b"]],
+        "don't rock'n'roll it`s ‘quoted’ l’école Anna’S": [["dont", "rocknroll", "its", "quoted", "lécole", "anna"]],
+    }
+    for text, want in cases.items():
+        assert _batch_terms(a, [text])[0] == want == [a.terms(text)]
+    # many distinct tokens: the hash table grows several times
+    words = [f"w{i} {i}.{i}" for i in range(5000)]
+    assert _batch_terms(a, words)[0] == [a.terms(t) for t in words]
+    assert _batch_terms(a, ["", "", "x"])[0] == [[], [], ["x"]]
+
+
+def test_compiled_tokenizer_grows_its_arrays():
+    a = Analyzer(stopwords=False, stem=False)
+    dense = ["q " * 3000 + "z1 " * 3000]  # more tokens than a quarter of the characters
+    long_words = [" ".join(f"{i:0>60}x" for i in range(400))]  # distinct tokens overflow their copy buffer
+    huge = ["y" * 40_000, "é" + "y" * 40_000]  # one token longer than the buffer doubled
+    for texts in (dense, long_words, huge, dense + long_words + huge):
+        assert _batch_terms(a, texts)[0] == [a.terms(t) for t in texts]

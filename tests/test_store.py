@@ -290,3 +290,26 @@ def test_question_date_parser():
     assert question_as_of("the policy in 2022") == date(2022, 12, 31)
     assert question_as_of("the 99.9% SLA, ticket 12345") is None
     assert question_as_of("2023-02-30") is None
+
+
+def test_big_batches_tokenized_aside_index_like_small_ones(tmp_path):
+    """A batch of 2,000+ rows is tokenized in a thread while rows are matched; used only when every row is new."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    words = ["Caroline's", "budget", "99.9", "don't", "launch", "w7", "café", "1,000.5", "team", "the"]
+    docs = [{"text": " ".join(rng.choice(words, 6)) + f" doc{i}", "date": "2023-01-02"} for i in range(2600)]
+    again = docs[:100] + [{"text": f"fresh text {i}"} for i in range(2400)]  # re-ingests: tokens of all rows unused
+
+    def build(path, chunk):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+            for part in (docs, again):
+                for a in range(0, len(part), chunk):
+                    s.add(part[a : a + chunk])
+            snap = s._snap
+            lengths = np.concatenate([e.segment.lengths for e in snap.segments])
+            return dict(snap.term_ids), lengths, [h.doc_id for h in s.query("caroline budget 99.9", k=20, legs=("lexical",))]
+
+    big = build(tmp_path / "big", 10_000)
+    small = build(tmp_path / "small", 500)
+    assert big[0] == small[0] and np.array_equal(big[1], small[1]) and big[2] == small[2]

@@ -125,3 +125,62 @@ def test_fingerprint_fast_path_normalizes_whitespace_like_split(text):
     from mempp.ingest import _UNNORMALIZED
 
     assert (_UNNORMALIZED.search(text) is None) == (" ".join(text.split()) == text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000\x00\x7f\u200b")), max_size=12) | st.text(max_size=12))
+def test_fingerprint_whitespace_check_agrees_with_split(text):
+    from mempp.ingest import _unnormalized
+
+    assert _unnormalized(text) == (" ".join(text.split()) != text)
+
+
+class _Record(dict):
+    """A mapping that is not exactly a dict: takes prepare's general path."""
+
+
+_field_values = st.one_of(st.none(), st.text(max_size=6), st.sampled_from(["2023-01-01", "bad \ud800", " ", "2023-02-30", "2023-05-08T10:00:00Z"]), st.integers(), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["id", "text", "date", "author", "key", "thread"]), _field_values, max_size=5), max_size=4))
+def test_prepare_fast_path_equals_the_general_path(docs):
+    """Plain dicts take a fast path; it must give the same rows, or the same first error, as the general one."""
+    from mempp.ingest import prepare
+
+    def run(records):
+        try:
+            return prepare(records, None, None)
+        except mempp.ValidationError as exc:
+            return (exc.field, exc.record, exc.key, str(exc))
+
+    assert run(docs) == run([_Record(d) for d in docs])
+
+
+def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
+    from mempp.ingest import _check_embeddings
+
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((9000, 16)).astype(np.float32) * 3
+    emb[[0, 4096, 8999]] = 0
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+    assert np.array_equal(_check_embeddings(emb, 9000, 16).view(np.uint32), want.view(np.uint32))
+    emb[[4500, 7000], 3] = [np.inf, np.nan]
+    with pytest.raises(mempp.ValidationError) as info:
+        _check_embeddings(emb, 9000, 16)
+    assert info.value.record == 4500
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x00\x7fé")), min_size=1, max_size=10)), max_size=6))
+def test_batch_fingerprints_equal_fingerprint(pairs):
+    """The batch (compiled whitespace check, shared encoding) against :func:`fingerprint`, text by text."""
+    from mempp.ingest import Row, _fingerprint_rows, fingerprint
+
+    rows = [Row(i, None, text, author, None, None, None, None, None, (), 0) for i, (author, text) in enumerate(pairs)]
+    _fingerprint_rows(rows)
+    assert [r.fingerprint for r in rows] == [fingerprint(a, t) for a, t in pairs]
+    ascii_rows = [Row(i, None, t.encode("ascii", "ignore").decode() or "x", None, None, None, None, None, None, (), 0) for i, (_, t) in enumerate(pairs)]
+    _fingerprint_rows(ascii_rows)
+    assert [r.fingerprint for r in ascii_rows] == [fingerprint(None, r.text) for r in ascii_rows]

@@ -47,6 +47,7 @@ DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumu
 MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
+BATCH_KEEP_PER_CANDIDATES = 50  # bulk scoring (int8 queries, a wider error bound): a query not certified is answered alone
 
 _buffers = threading.local()
 
@@ -527,7 +528,7 @@ def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
 def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions]) -> list:
     n_q = len(opts)
     depth = max(o.depth for o in opts)
-    keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(m)) // max(n_q, 1) // KEEP_PER_CANDIDATES)
+    keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(m)) // max(n_q, 1) // BATCH_KEEP_PER_CANDIDATES)
     heap_s = np.empty((n_q, keep), dtype=np.float32)
     heap_i = np.empty((n_q, keep), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)

@@ -1,0 +1,162 @@
+"""The MaxScore kernels (``kernels.maxscore``) against a brute-force model that scores every document.
+
+The model sums each document's terms in the kernels' documented order (terms by decreasing
+bound ``idf * (k1 + 1)``, ties by query position, last first), so scores are compared bit for
+bit and rankings exactly: higher score first, equal scores -> higher id first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mempp.kernels import bm25_idf, bm25_norms
+from mempp.kernels.maxscore import lex_lookup, lex_score_docs, lex_topk, segment_table
+
+from test_kernels import B, K1, SETTINGS, bm25_cases, build_postings
+
+
+def make_table(docs, n_terms, drop_absent=True):
+    """The segment table of ``docs`` (segments of documents of term ids), as the store lays postings out."""
+    flat = [toks for seg in docs for toks in seg]
+    avgdl = sum(len(t) for t in flat) / max(len(flat), 1)
+    segs, lengths = [], []
+    base = 0
+    for seg in docs:
+        p_docs, p_tfs, term_starts = build_postings(seg, n_terms)
+        starts = np.array(term_starts[:-1], dtype=np.int64)
+        dfs = np.diff(np.array(term_starts, dtype=np.int64)).astype(np.int32)
+        terms = np.arange(len(starts), dtype=np.int32)
+        if drop_absent:  # the store lists only the terms a segment holds
+            keep = dfs > 0
+            terms, starts, dfs = terms[keep], starts[keep], dfs[keep]
+        lens = np.array([len(t) for t in seg], dtype=np.float32)
+        norms = np.empty(len(seg), dtype=np.float64)
+        bm25_norms(lens, avgdl, K1, B, norms)
+        segs.append((p_docs, p_tfs, norms, terms, starts, dfs, base))
+        lengths.append(lens)
+        base += len(seg)
+    table, keep = segment_table(segs)
+    return table, keep, segs
+
+
+def model_scores(docs, query, segs):
+    """Every document's score (float64, summed in the kernels' order) and each term's df; None where no term."""
+    flat = [toks for seg in docs for toks in seg]
+    n = len(flat)
+    df = np.array([sum(1 for toks in flat if t in toks) for t in query], dtype=np.int64)
+    idf = bm25_idf(n, df)
+    ub = idf * (K1 + 1.0)
+    order = sorted(range(len(query)), key=lambda t: ub[t])  # stable: ties by query position
+    norms = np.concatenate([s[2] for s in segs]) if segs else np.zeros(0)
+    out = {}
+    for g, toks in enumerate(flat):
+        score = 0.0
+        hit = False
+        for t in reversed(order):
+            tf = toks.count(query[t])
+            if tf:
+                hit = True
+                tf = float(tf)
+                score += idf[t] * tf * (K1 + 1.0) / (tf + norms[g])
+        if hit:
+            out[g] = score
+    return out, df, idf
+
+
+def run_topk(table, query, n_seg, idf, mask, k):
+    q = np.array(query, dtype=np.int64)
+    starts = np.empty((len(q), n_seg), dtype=np.int64)
+    ends = np.empty((len(q), n_seg), dtype=np.int64)
+    df = np.empty(len(q), dtype=np.int64)
+    lex_lookup(table, q, starts, ends, df)
+    ids = np.empty(max(k, 0), dtype=np.int64)
+    scores = np.empty(max(k, 0), dtype=np.float64)
+    stats = np.zeros(2, dtype=np.int64)
+    got = lex_topk(table, starts, ends, idf, K1, mask, k, ids, scores, stats)
+    return ids[:got], scores[:got], starts, ends, df, stats
+
+
+def check(docs, query, mask_list, k, mask_dtype=np.uint8, drop_absent=True):
+    n_terms = max([max(t) for seg in docs for t in seg if t] + list(query) + [0]) + 1
+    table, keep, segs = make_table(docs, n_terms, drop_absent)
+    model, df_want, idf = model_scores(docs, query, segs)
+    mask = np.array(mask_list, dtype=mask_dtype)
+    ids, scores, starts, ends, df, stats = run_topk(table, query, len(docs), idf, mask, k)
+    # lookup: each term's run in each segment holds exactly the rows that contain it
+    assert df.tolist() == df_want.tolist()
+    base = 0
+    for s, seg in enumerate(docs):
+        for t, term in enumerate(query):
+            rows = segs[s][0][starts[t, s] : ends[t, s]].tolist()
+            assert rows == [r for r, toks in enumerate(seg) if term in toks]
+        base += len(seg)
+    # top k: the best k masked documents of the model, bit for bit
+    ranked = sorted((g for g in model if mask_list[g]), key=lambda g: (-model[g], -g))[: max(k, 0)]
+    assert ids.tolist() == ranked
+    assert scores.tolist() == [model[g] for g in ranked]
+    assert stats[1] <= stats[0]
+    # score_docs: any sorted documents (candidates or not, repeats allowed)
+    n = len(mask_list)
+    some = np.sort(np.array([g for g in range(n) if g % 3 != 1] + ([0] if n else []), dtype=np.int64))
+    out = np.full(len(some), -1.0)
+    lex_score_docs(table, starts, ends, idf, K1, some, out)
+    assert out.tolist() == [model.get(g, 0.0) for g in some.tolist()]
+    return stats
+
+
+@SETTINGS
+@given(bm25_cases(), st.sampled_from([np.uint8, np.bool_]), st.booleans())
+def test_lex_topk_equals_full_scoring(case, mask_dtype, drop_absent):
+    docs, query, mask_list, k = case
+    check(docs, query, mask_list, k, mask_dtype, drop_absent)
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 3, 10, 40]), st.integers(1, 5), st.floats(0.05, 1.0))
+def test_lex_topk_prunes_and_stays_exact(seed, k, n_query, share):
+    """Zipf documents over several segments: common terms become non-essential, ranking unchanged."""
+    rng = np.random.default_rng(seed)
+    vocab = 60
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
+    p /= p.sum()
+    sizes = rng.integers(0, 120, size=rng.integers(1, 5))
+    docs = [[rng.choice(vocab, size=rng.integers(0, 25), p=p).tolist() for _ in range(s)] for s in sizes]
+    n = int(sizes.sum())
+    query = rng.choice(vocab + 2, size=n_query, replace=False).tolist()  # vocab, vocab + 1: absent terms
+    mask = (rng.random(n) < share).tolist()
+    check(docs, query, mask, k)
+
+
+def test_lex_topk_ties_go_to_the_later_document():
+    # identical documents 0, 2, 3 (same terms, same length): exact ties, higher id first
+    docs = [[[0, 1], [2, 2]], [[0, 1], [1, 0], [1]]]
+    stats = check(docs, [0, 1], [True] * 5, 2)
+    assert stats[0] >= 2
+    table, keep, segs = make_table(docs, 3)
+    _, _, idf = model_scores(docs, [0, 1], segs)
+    ids, scores, *_ = run_topk(table, [0, 1], 2, idf, np.ones(5, np.uint8), 10)
+    assert ids.tolist()[:3] == [3, 2, 0] and scores[0] == scores[1] == scores[2]
+    ids, *_ = run_topk(table, [0, 1], 2, idf, np.array([1, 1, 1, 0, 1], np.uint8), 2)
+    assert ids.tolist() == [2, 0]
+
+
+def test_lex_topk_empty_cases():
+    docs = [[[0, 1], [1]], []]
+    check(docs, [], [True, True], 3)
+    check(docs, [0, 1], [False, False], 3)
+    check(docs, [5], [True, True], 3)
+    check(docs, [0, 1], [True, True], 0)
+    check([[]], [0], [], 2)
+
+
+def test_lex_topk_skips_documents():
+    """With one rare and one common term, most documents holding only the common term are never scored."""
+    rng = np.random.default_rng(7)
+    docs = [[rng.choice(50, size=20).tolist() + [0] for _ in range(300)] for _ in range(3)]
+    for seg in docs:
+        for row in rng.choice(300, size=5, replace=False):
+            seg[row].append(99)  # the rare term
+    stats = check(docs, [0, 99], [True] * 900, 3)
+    assert stats[0] < 900 and stats[1] < 100, stats

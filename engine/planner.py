@@ -30,7 +30,7 @@ from mempp.kernels import (
     sparse_moments,
     with_neighbours,
 )
-from mempp.kernels.maxscore import lex_lookup, lex_score_docs, lex_topk, segment_table
+from mempp.kernels.maxscore import lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -245,6 +245,15 @@ def _lex_table(snap: Snapshot) -> np.ndarray:
     return cached[0]
 
 
+def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
+    """This thread's scratch buffers for :func:`lex_topk` (the float one all zero between queries)."""
+    fs = getattr(_buffers, "lex_f", None)
+    if fs is None:
+        fs = _buffers.lex_f = np.zeros(scratch_size(), dtype=np.float64)
+        _buffers.lex_i = np.zeros(scratch_size(), dtype=np.int64)
+    return fs, _buffers.lex_i
+
+
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
     """Top ``depth`` by BM25 without thread context: one lookup and one MaxScore call over all segments."""
     table = _lex_table(snap)
@@ -256,7 +265,8 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
     idf = bm25_idf(snap.n_docs, df)
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(2, dtype=np.int64)
-    got = lex_topk(table, starts, ends, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats)
+    fs, is_ = _lex_scratch()
+    got = lex_topk(table, starts, ends, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(score_for):
         order = np.argsort(score_for, kind="stable")
@@ -264,7 +274,7 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
         lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
         extra[order] = sorted_scores
     if info is not None:
-        info["method"] = f"maxscore ({len(ids)} terms, {int(df.sum())} postings, {stats[0]} documents enumerated, {stats[1]} scored in full)"
+        info["method"] = f"maxscore ({len(ids)} terms, {int(df.sum())} postings, {stats[0]} read, {stats[1]} documents scored in full)"
     return out_ids[:got], extra
 
 

@@ -103,38 +103,133 @@ def lex_lookup(table, qterms, starts, ends, df):
 
 
 @njit(cache=True, inline="always")
-def _gallop(docs, lo, end, target):
-    """First position in ``docs[lo:end]`` (sorted) holding a row >= ``target``; ``end`` when none."""
+def _seek(docs, lo, end, target):
+    """First position in ``docs[lo:end]`` (sorted rows) holding a row >= ``target``; ``end`` when none.
+
+    Interpolates from the run's density (rows of a term are spread evenly, near enough), then
+    gallops from the guess towards the answer and finishes by binary search: a few probes
+    close together instead of a search over the whole gap.
+    """
     if lo >= end or docs[lo] >= target:
         return lo
-    step = 1
-    hi = lo + 1
-    while hi < end and docs[hi] < target:
-        lo = hi
-        step <<= 1
-        hi = lo + step
-    if hi > end:
-        hi = end
-    # docs[lo] < target; docs[hi] >= target or hi == end
-    a = lo + 1
-    b = hi
-    while a < b:
-        m = (a + b) >> 1
+    last = docs[end - 1]
+    if last < target:
+        return end
+    first = docs[lo]  # first < target <= last, so end - 1 > lo
+    g = lo + np.int64(float(target - first) * float(end - 1 - lo) / float(last - first))
+    if g <= lo:
+        g = lo + 1
+    if g > end - 1:
+        g = end - 1
+    if docs[g] >= target:  # the answer is in (lo, g]: gallop back
+        hi = g
+        step = 1
+        a = g - 1
+        while a > lo and docs[a] >= target:
+            hi = a
+            a -= step
+            step <<= 1
+        if a < lo:
+            a = lo
+    else:  # docs[g] < target <= docs[end - 1]: gallop forward
+        a = g
+        step = 1
+        hi = g + 1
+        while docs[hi] < target:
+            a = hi
+            step <<= 1
+            hi = a + step
+            if hi >= end - 1:
+                hi = end - 1
+                break
+    # docs[a] < target <= docs[hi]
+    lo2 = a + 1
+    while lo2 < hi:
+        m = (lo2 + hi) >> 1
         if docs[m] < target:
-            a = m + 1
+            lo2 = m + 1
         else:
-            b = m
-    return a
+            hi = m
+    return lo2
+
+
+WINDOW = 4096  # rows of a segment whose essential postings are accumulated together
+CAND = 16384  # documents of a segment kept for completion before they are completed
+
+
+def scratch_size() -> int:
+    """Length of each of :func:`lex_topk`'s scratch buffers."""
+    return WINDOW + 2 * CAND
+
+
+SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed the threshold
 
 
 @njit(cache=True, nogil=True)
-def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, stats):
+def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs):
+    """A score the k-th best document reaches for sure: the best k-th single-term contribution.
+
+    Over the rarer terms (each in at most ``SEED_SHARE`` of the documents; reading them twice
+    is cheap): a masked document's full score is at least any one of its terms'
+    contributions, so the k-th best contribution of one term is a lower bound on the k-th
+    best score. It spares the enumeration of common terms' postings while the threshold
+    would otherwise still be low. -1.0 when no such term has k masked documents.
+    """
+    nt = w.shape[0]
+    hs = np.empty(k, dtype=np.float64)
+    hi = np.empty(k, dtype=np.int64)
+    best = -1.0
+    for j in range(nt - 1, -1, -1):
+        if w[j] * (k1 + 1.0) <= best:
+            break  # this term's and every lower-bound term's contributions are below the seed already
+        t = order[j]
+        df = 0
+        for s in range(table.shape[0]):
+            df += ends[t, s] - starts[t, s]
+        if df < k or df > SEED_SHARE * n_docs:
+            continue
+        n = 0
+        wj = w[j]
+        for s in range(table.shape[0]):
+            n_post = table[s, N_POST]
+            docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
+            tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
+            norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
+            base = table[s, BASE]
+            for p in range(starts[t, s], ends[t, s]):
+                r = docs[p]
+                tf = float(tfs[p])
+                c = wj * tf * (k1 + 1.0) / (tf + norms[r])
+                # test the heap's worst here: a call per posting (array arguments are reference-counted) costs more than the scan
+                if (n < k or c > hs[0]) and mask[base + r]:
+                    n = heap_push(hs, hi, n, k, c, base + r)
+        if n == k and hs[0] > best:
+            best = hs[0]
+    return best
+
+
+@njit(cache=True, nogil=True)
+def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
     """Best ``k`` masked documents by BM25 over all segments into ``out_*`` (best first); return how many.
 
     ``starts``/``ends``: :func:`lex_lookup`'s runs; ``weights[t]``: the term's idf. Documents
     score ``sum_t w_t tf (k1 + 1) / (tf + norm)`` over the terms they hold, ``norm`` from the
-    table's per-row ``norms``. ``stats`` (int64, 2): documents enumerated from the essential
-    terms, and documents scored in full.
+    table's per-row ``norms``. ``stats`` (int64, 2): postings of essential terms read, and
+    documents completed. ``fscratch`` (float64) and ``iscratch`` (int64), each of
+    :func:`scratch_size`: the caller's buffers (allocating them per call costs page faults);
+    ``fscratch[:WINDOW]`` must be all zero and is left so.
+
+    Enumeration: the essential terms' postings are read a window of ``WINDOW`` rows at a time
+    (one term alone: straight from its postings; several: added up in a small buffer, no
+    merge of cursors). A masked document whose partial score plus the non-essential bounds
+    reaches the threshold is kept as a candidate, with its partial score. Any masked
+    document's full score is at least its partial score (float64 additions of non-negative
+    numbers never go below an addend), so the k-th best partial score so far is a threshold
+    too, and the essential set shrinks as it rises. Completion, at the end of a segment (or
+    when the candidates fill their buffer): candidates still able to reach the threshold are
+    completed in row order by a search in the non-essential terms' postings and offered to
+    the heap, whose k-th best score raises the threshold further. The threshold starts at
+    :func:`_seed_threshold`.
     """
     nt = weights.shape[0]
     n_seg = table.shape[0]
@@ -155,72 +250,139 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
         prefix[j + 1] = prefix[j] + ub[order[j]]
     for j in range(nt + 1):
         prefix[j] = prefix[j] * (1.0 + BOUND_MARGIN)
-    hs = np.empty(k, dtype=np.float64)
+    k1p = k1 + 1.0
+    n_docs = 0
+    for s in range(n_seg):
+        n_docs += table[s, N_ROWS]
+    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs)  # -1: admit everything
+    ness = 0  # terms order[:ness] are non-essential
+    while ness < nt and prefix[ness + 1] < theta:
+        ness += 1
+    hs = np.empty(k, dtype=np.float64)  # the result heap: full scores
     hi = np.empty(k, dtype=np.int64)
     n = 0
-    theta = -1.0  # the score to beat; scores are positive, so -1 admits everything until the heap is full
-    ness = 0  # terms order[:ness] are non-essential
+    ps = np.empty(k, dtype=np.float64)  # the best k partial scores
+    pi = np.empty(k, dtype=np.int64)
+    pn = 0
     pos = np.empty(nt, dtype=np.int64)
     end = np.empty(nt, dtype=np.int64)
-    big = np.int64(1) << 40
-    scanned = 0
-    scored = 0
+    buf = fscratch[:WINDOW]
+    c_part = fscratch[WINDOW : WINDOW + CAND]
+    touched = iscratch[:WINDOW]
+    c_row = iscratch[WINDOW : WINDOW + CAND]
+    c_ness = iscratch[WINDOW + CAND : WINDOW + 2 * CAND]
+    none = np.int64(1) << 40
+    read = 0
+    completed = 0
     for s in range(n_seg):
         n_post = table[s, N_POST]
         docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
         tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
         norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
         base = table[s, BASE]
-        live = False
         for j in range(nt):
             pos[j] = starts[order[j], s]
             end[j] = ends[order[j], s]
-            live = live or pos[j] < end[j]
-        if not live:
-            continue
-        while True:
-            # The next row any essential term holds.
-            d = big
+        nc = 0
+        done = False
+        while not done:
+            # The window starts at the next row an essential term holds.
+            lo = none
             for j in range(ness, nt):
-                if pos[j] < end[j]:
-                    r = docs[pos[j]]
-                    if r < d:
-                        d = r
-            if d == big:
-                break
-            scanned += 1
-            nrm = norms[d]
-            score = 0.0
-            for j in range(nt - 1, ness - 1, -1):
-                p = pos[j]
-                if p < end[j] and docs[p] == d:
-                    tf = float(tfs[p])
-                    score += w[j] * tf * (k1 + 1.0) / (tf + nrm)
-                    pos[j] = p + 1
-            g = base + d
-            if score + prefix[ness] < theta or not mask[g]:
-                continue
-            ok = True
-            for j in range(ness - 1, -1, -1):
-                if score + prefix[j + 1] < theta:
-                    ok = False
-                    break
-                p = _gallop(docs, pos[j], end[j], d)
-                pos[j] = p
-                if p < end[j] and docs[p] == d:
-                    tf = float(tfs[p])
-                    score += w[j] * tf * (k1 + 1.0) / (tf + nrm)
-                    pos[j] = p + 1
-            if not ok:
-                continue
-            scored += 1
-            n = heap_push(hs, hi, n, k, score, g)
-            if n == k and hs[0] > theta:
-                theta = hs[0]
+                if pos[j] < end[j] and docs[pos[j]] < lo:
+                    lo = docs[pos[j]]
+            done = lo == none
+            if not done:
+                hi_row = lo + WINDOW
+                rest = prefix[ness]
+                if ness == nt - 1:  # one essential term: straight from its postings
+                    j = nt - 1
+                    p = pos[j]
+                    e = end[j]
+                    wj = w[j]
+                    while p < e:
+                        r = docs[p]
+                        if r >= hi_row:
+                            break
+                        tf = float(tfs[p])
+                        c = wj * tf * k1p / (tf + norms[r])
+                        if c + rest >= theta and mask[base + r]:
+                            c_row[nc] = r
+                            c_part[nc] = c
+                            c_ness[nc] = ness
+                            nc += 1
+                            if pn < k or c > ps[0]:
+                                pn = heap_push(ps, pi, pn, k, c, r)
+                                if pn == k and ps[0] > theta:
+                                    theta = ps[0]
+                        p += 1
+                    read += p - pos[j]
+                    pos[j] = p
+                else:  # several: add them up over the window
+                    m = 0
+                    for j in range(nt - 1, ness - 1, -1):  # the kernels' fixed order of addition
+                        p = pos[j]
+                        e = end[j]
+                        wj = w[j]
+                        while p < e:
+                            r = docs[p]
+                            if r >= hi_row:
+                                break
+                            tf = float(tfs[p])
+                            i = r - lo
+                            if buf[i] == 0.0:  # contributions are positive: zero means not touched yet
+                                touched[m] = i
+                                m += 1
+                            buf[i] += wj * tf * k1p / (tf + norms[r])
+                            p += 1
+                        read += p - pos[j]
+                        pos[j] = p
+                    for x in range(m):
+                        i = touched[x]
+                        c = buf[i]
+                        buf[i] = 0.0
+                        if c + rest >= theta and mask[base + lo + i]:
+                            c_row[nc] = lo + i
+                            c_part[nc] = c
+                            c_ness[nc] = ness
+                            nc += 1
+                            if pn < k or c > ps[0]:
+                                pn = heap_push(ps, pi, pn, k, c, lo + i)
+                                if pn == k and ps[0] > theta:
+                                    theta = ps[0]
                 while ness < nt and prefix[ness + 1] < theta:
                     ness += 1
-    stats[0] = scanned
-    stats[1] = scored
+            if nc and (done or nc + WINDOW > CAND):
+                # Complete the candidates, in row order (the search cursors only move forward).
+                srt = np.argsort(c_row[:nc])
+                for x in range(nc):
+                    y = srt[x]
+                    d = c_row[y]
+                    score = c_part[y]
+                    ok = True
+                    for j in range(c_ness[y] - 1, -1, -1):
+                        if score + prefix[j + 1] < theta:
+                            ok = False
+                            break
+                        p = _seek(docs, pos[j], end[j], d)
+                        pos[j] = p
+                        if p < end[j] and docs[p] == d:
+                            tf = float(tfs[p])
+                            score += w[j] * tf * k1p / (tf + norms[d])
+                            pos[j] = p + 1
+                    if not ok or score < theta:
+                        continue
+                    completed += 1
+                    g = base + d
+                    if n < k or score > hs[0] or (score == hs[0] and g > hi[0]):
+                        n = heap_push(hs, hi, n, k, score, g)
+                        if n == k and hs[0] > theta:
+                            theta = hs[0]
+                nc = 0
+                while ness < nt and prefix[ness + 1] < theta:
+                    ness += 1
+    stats[0] = read
+    stats[1] = completed
     return heap_sorted(hs, hi, n, out_scores, out_ids)
 
 
@@ -256,7 +418,7 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
             score = 0.0
             for j in range(nt - 1, -1, -1):
                 e = ends[order[j], s]
-                p = _gallop(pdocs, pos[j], e, d)
+                p = _seek(pdocs, pos[j], e, d)
                 pos[j] = p
                 if p < e and pdocs[p] == d:
                     tf = float(tfs[p])

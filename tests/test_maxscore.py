@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mempp.kernels import bm25_idf, bm25_norms
-from mempp.kernels.maxscore import lex_lookup, lex_score_docs, lex_topk, segment_table
+from mempp.kernels.maxscore import WINDOW, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
 
 from test_kernels import B, K1, SETTINGS, bm25_cases, build_postings
 
@@ -74,7 +74,9 @@ def run_topk(table, query, n_seg, idf, mask, k):
     ids = np.empty(max(k, 0), dtype=np.int64)
     scores = np.empty(max(k, 0), dtype=np.float64)
     stats = np.zeros(2, dtype=np.int64)
-    got = lex_topk(table, starts, ends, idf, K1, mask, k, ids, scores, stats)
+    fs = np.zeros(scratch_size())
+    got = lex_topk(table, starts, ends, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
+    assert not fs[:WINDOW].any()  # left clean for the next query
     return ids[:got], scores[:got], starts, ends, df, stats
 
 

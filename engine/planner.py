@@ -264,7 +264,7 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
     lex_lookup(table, ids, starts, ends, df)
     idf = bm25_idf(snap.n_docs, df)
     out_ids = np.empty(depth, dtype=np.int64)
-    stats = np.zeros(2, dtype=np.int64)
+    stats = np.zeros(3, dtype=np.int64)
     fs, is_ = _lex_scratch()
     got = lex_topk(table, starts, ends, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = np.zeros(len(score_for), dtype=np.float64)
@@ -274,7 +274,7 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
         lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
         extra[order] = sorted_scores
     if info is not None:
-        info["method"] = f"maxscore ({len(ids)} terms, {int(df.sum())} postings, {stats[0]} read, {stats[1]} documents scored in full)"
+        info["method"] = f"maxscore ({len(ids)} terms, {int(df.sum())} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
     return out_ids[:got], extra
 
 

@@ -166,7 +166,7 @@ SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed th
 
 
 @njit(cache=True, nogil=True)
-def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs):
+def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
     """A score the k-th best document reaches for sure: the best k-th single-term contribution.
 
     Over the rarer terms (each in at most ``SEED_SHARE`` of the documents; reading them twice
@@ -188,6 +188,7 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs):
             df += ends[t, s] - starts[t, s]
         if df < k or df > SEED_SHARE * n_docs:
             continue
+        stats[2] += df
         n = 0
         wj = w[j]
         for s in range(table.shape[0]):
@@ -214,8 +215,8 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
 
     ``starts``/``ends``: :func:`lex_lookup`'s runs; ``weights[t]``: the term's idf. Documents
     score ``sum_t w_t tf (k1 + 1) / (tf + norm)`` over the terms they hold, ``norm`` from the
-    table's per-row ``norms``. ``stats`` (int64, 2): postings of essential terms read, and
-    documents completed. ``fscratch`` (float64) and ``iscratch`` (int64), each of
+    table's per-row ``norms``. ``stats`` (int64, 3): postings of essential terms read,
+    documents completed, postings read to seed the threshold. ``fscratch`` (float64) and ``iscratch`` (int64), each of
     :func:`scratch_size`: the caller's buffers (allocating them per call costs page faults);
     ``fscratch[:WINDOW]`` must be all zero and is left so.
 
@@ -235,6 +236,7 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
     n_seg = table.shape[0]
     stats[0] = 0
     stats[1] = 0
+    stats[2] = 0
     if nt == 0 or k <= 0:
         return 0
     # Terms by increasing bound: position j of `order` is term order[j].
@@ -254,7 +256,7 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
     n_docs = 0
     for s in range(n_seg):
         n_docs += table[s, N_ROWS]
-    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs)  # -1: admit everything
+    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats)  # -1: admit everything
     ness = 0  # terms order[:ness] are non-essential
     while ness < nt and prefix[ness + 1] < theta:
         ness += 1

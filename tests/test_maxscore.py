@@ -73,7 +73,7 @@ def run_topk(table, query, n_seg, idf, mask, k):
     lex_lookup(table, q, starts, ends, df)
     ids = np.empty(max(k, 0), dtype=np.int64)
     scores = np.empty(max(k, 0), dtype=np.float64)
-    stats = np.zeros(2, dtype=np.int64)
+    stats = np.zeros(3, dtype=np.int64)
     fs = np.zeros(scratch_size())
     got = lex_topk(table, starts, ends, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
     assert not fs[:WINDOW].any()  # left clean for the next query

@@ -30,7 +30,7 @@ from mempp.kernels import (
     sparse_moments,
     with_neighbours,
 )
-from mempp.kernels.maxscore import lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
+from mempp.kernels.maxscore import dense_index, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -237,8 +237,9 @@ def _lex_table(snap: Snapshot) -> np.ndarray:
         avgdl = snap.avg_length
         table, keep = segment_table(
             [
-                (e.postings.docs, e.postings.tfs, e.norms(avgdl, K1, B), e.postings.terms, e.postings.starts, e.postings.dfs, e.base)
+                (p.docs, p.tfs, e.norms(avgdl, K1, B), p.terms, p.starts, p.dfs, e.base, _dense_index(e))
                 for e in snap.segments
+                for p in (e.postings,)
             ]
         )
         cached = snap.__dict__["_lex_table"] = (table, keep)  # keep: the arrays the table points into
@@ -254,19 +255,29 @@ def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
     return fs, _buffers.lex_i
 
 
+def _dense_index(entry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The segment's bitsets of common terms (``kernels.maxscore.dense_index``), kept with the entry across snapshots."""
+    cached = entry.__dict__.get("_dense_index")
+    if cached is None or cached[0] is not entry.postings:
+        post = entry.postings
+        cached = entry.__dict__["_dense_index"] = (post, dense_index(post.docs, post.starts, post.dfs, entry.segment.n))
+    return cached[1]
+
+
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
     """Top ``depth`` by BM25 without thread context: one lookup and one MaxScore call over all segments."""
     table = _lex_table(snap)
     n_seg = table.shape[0]
     starts = np.empty((len(ids), n_seg), dtype=np.int64)
     ends = np.empty((len(ids), n_seg), dtype=np.int64)
+    slots = np.empty((len(ids), n_seg), dtype=np.int64)
     df = np.empty(len(ids), dtype=np.int64)
-    lex_lookup(table, ids, starts, ends, df)
+    lex_lookup(table, ids, starts, ends, df, slots)
     idf = bm25_idf(snap.n_docs, df)
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(3, dtype=np.int64)
     fs, is_ = _lex_scratch()
-    got = lex_topk(table, starts, ends, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    got = lex_topk(table, starts, ends, slots, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(score_for):
         order = np.argsort(score_for, kind="stable")

@@ -29,10 +29,14 @@ from numba.core.extending import intrinsic
 from .topk import heap_push, heap_sorted
 
 # Columns of a segment table row.
-DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE = range(10)
-N_COLS = 10
-_DTYPES = {DOCS: np.int32, TFS: np.uint32, NORMS: np.float64, TERMS: np.int32, TSTARTS: np.int64, TDFS: np.int32}
+DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, DRANK, N_WORDS, N_DWORDS = range(15)
+N_COLS = 15
+_DTYPES = {
+    DOCS: np.int32, TFS: np.uint32, NORMS: np.float64, TERMS: np.int32, TSTARTS: np.int64, TDFS: np.int32,
+    DSLOT: np.int32, DBITS: np.uint64, DRANK: np.int32,
+}
 BOUND_MARGIN = 1e-9  # relative slack on the bounds, far above float64 rounding of a few additions
+DENSE_SHARE = 1 / 16  # a term in at least this share of a segment's rows gets a bitset there
 
 
 @intrinsic
@@ -45,18 +49,72 @@ def _voidptr(typingctx, addr):
     return types.voidptr(types.int64), codegen
 
 
+@intrinsic
+def _popcount(typingctx, x):
+    """Set bits of a uint64."""
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
+
+@njit(cache=True, nogil=True)
+def _fill_bitsets(docs, tstarts, tdfs, slot_of, n_words, bits, rank):
+    for a in range(slot_of.shape[0]):
+        sl = slot_of[a]
+        if sl < 0:
+            continue
+        off = sl * n_words
+        for p in range(tstarts[a], tstarts[a] + tdfs[a]):
+            r = docs[p]
+            bits[off + (r >> 6)] |= np.uint64(1) << np.uint64(r & 63)
+        count = 0
+        for i in range(n_words):
+            rank[off + i] = count
+            count += _popcount(bits[off + i])
+
+
+def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bitsets of a segment's common terms: (slot of each term or -1, bits, rank), for :func:`segment_table`.
+
+    A term held by at least ``DENSE_SHARE`` of the rows gets ``n_words = ceil(n_rows / 64)``
+    words of bits (row r: bit r % 64 of word r // 64) and, per word, the count of rows held in
+    the words before it, so its posting of row r is at ``start + rank + popcount(lower bits)``:
+    MaxScore completes a candidate in a common term with two loads instead of a search.
+    Depends on the postings only (not on the store's statistics).
+    """
+    tdfs = np.asarray(tdfs)
+    dense = tdfs >= max(1.0, DENSE_SHARE * n_rows)
+    slot_of = np.where(dense, np.cumsum(dense) - 1, -1).astype(np.int32)
+    n_words = (n_rows + 63) // 64
+    n_slots = int(dense.sum())
+    bits = np.zeros(n_slots * n_words, dtype=np.uint64)
+    rank = np.zeros(n_slots * n_words, dtype=np.int32)
+    if n_slots:
+        _fill_bitsets(
+            np.ascontiguousarray(docs, dtype=np.int32), np.ascontiguousarray(tstarts, dtype=np.int64),
+            np.ascontiguousarray(tdfs, dtype=np.int32), slot_of, n_words, bits, rank,
+        )
+    return slot_of, bits, rank
+
+
 def segment_table(segments) -> tuple[np.ndarray, list]:
     """The int64 table (one row per segment) the kernels read postings through, and what it points into.
 
-    ``segments``: (docs, tfs, norms, terms, term_starts, term_dfs, base) per segment, as in
-    ``storage.postings.Postings`` (``norms``: :func:`bm25_norms` of the rows' lengths). Arrays of
-    another dtype or layout are copied. The caller must keep the returned list alive as long as
-    the table is used: the table holds bare addresses.
+    ``segments``: (docs, tfs, norms, terms, term_starts, term_dfs, base, dense) per segment, as
+    in ``storage.postings.Postings`` (``norms``: :func:`bm25_norms` of the rows' lengths;
+    ``dense``: :func:`dense_index` of the segment, or None for none). Arrays of another dtype or
+    layout are copied. The caller must keep the returned list alive as long as the table is
+    used: the table holds bare addresses.
     """
     table = np.zeros((len(segments), N_COLS), dtype=np.int64)
     keep: list = []
-    for s, (docs, tfs, norms, terms, starts, dfs, base) in enumerate(segments):
-        for col, a in zip((DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS), (docs, tfs, norms, terms, starts, dfs)):
+    for s, (docs, tfs, norms, terms, starts, dfs, base, dense) in enumerate(segments):
+        if dense is None:
+            dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32))
+        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS, DRANK)
+        for col, a in zip(cols, (docs, tfs, norms, terms, starts, dfs, *dense)):
             a = np.ascontiguousarray(a, dtype=_DTYPES[col])
             if len(a) == 0:
                 a = np.zeros(1, dtype=_DTYPES[col])  # a valid address even when empty
@@ -66,14 +124,17 @@ def segment_table(segments) -> tuple[np.ndarray, list]:
         table[s, N_POST] = len(docs)
         table[s, N_ROWS] = len(norms)
         table[s, BASE] = base
+        table[s, N_WORDS] = (len(norms) + 63) // 64
+        table[s, N_DWORDS] = len(dense[1])
     return table, keep
 
 
 @njit(cache=True, nogil=True)
-def lex_lookup(table, qterms, starts, ends, df):
+def lex_lookup(table, qterms, starts, ends, df, slots):
     """Each query term's run ``[starts[t, s], ends[t, s])`` in segment ``s``, and its store-wide ``df[t]``.
 
     ``qterms``: int64 term ids; an id absent from a segment gives an empty run there.
+    ``slots[t, s]``: the term's bitset in segment ``s`` (:func:`dense_index`), -1 for none.
     """
     n_seg = table.shape[0]
     for t in range(qterms.shape[0]):
@@ -83,6 +144,7 @@ def lex_lookup(table, qterms, starts, ends, df):
         terms = carray(_voidptr(table[s, TERMS]), nt, np.int32)
         tstarts = carray(_voidptr(table[s, TSTARTS]), nt, np.int64)
         tdfs = carray(_voidptr(table[s, TDFS]), nt, np.int32)
+        dslot = carray(_voidptr(table[s, DSLOT]), nt, np.int32)
         for t in range(qterms.shape[0]):
             q = qterms[t]
             a = 0
@@ -97,9 +159,11 @@ def lex_lookup(table, qterms, starts, ends, df):
                 starts[t, s] = tstarts[a]
                 ends[t, s] = tstarts[a] + tdfs[a]
                 df[t] += tdfs[a]
+                slots[t, s] = dslot[a]
             else:
                 starts[t, s] = 0
                 ends[t, s] = 0
+                slots[t, s] = -1
 
 
 @njit(cache=True, inline="always")
@@ -210,10 +274,10 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
 
 
 @njit(cache=True, nogil=True)
-def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
+def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
     """Best ``k`` masked documents by BM25 over all segments into ``out_*`` (best first); return how many.
 
-    ``starts``/``ends``: :func:`lex_lookup`'s runs; ``weights[t]``: the term's idf. Documents
+    ``starts``/``ends``/``slots``: :func:`lex_lookup`'s; ``weights[t]``: the term's idf. Documents
     score ``sum_t w_t tf (k1 + 1) / (tf + norm)`` over the terms they hold, ``norm`` from the
     table's per-row ``norms``. ``stats`` (int64, 3): postings of essential terms read,
     documents completed, postings read to seed the threshold. ``fscratch`` (float64) and ``iscratch`` (int64), each of
@@ -268,6 +332,8 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
     pn = 0
     pos = np.empty(nt, dtype=np.int64)
     end = np.empty(nt, dtype=np.int64)
+    first = np.empty(nt, dtype=np.int64)
+    slot = np.empty(nt, dtype=np.int64)
     buf = fscratch[:WINDOW]
     c_part = fscratch[WINDOW : WINDOW + CAND]
     touched = iscratch[:WINDOW]
@@ -282,9 +348,14 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
         tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
         norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
         base = table[s, BASE]
+        n_words = table[s, N_WORDS]
+        bits = carray(_voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
+        rank = carray(_voidptr(table[s, DRANK]), table[s, N_DWORDS], np.int32)
         for j in range(nt):
             pos[j] = starts[order[j], s]
             end[j] = ends[order[j], s]
+            first[j] = pos[j]
+            slot[j] = slots[order[j], s]
         nc = 0
         done = False
         while not done:
@@ -366,6 +437,15 @@ def lex_topk(table, starts, ends, weights, k1, mask, k, out_ids, out_scores, sta
                         if score + prefix[j + 1] < theta:
                             ok = False
                             break
+                        if slot[j] >= 0:  # a common term: its bitset says whether and where
+                            wi = slot[j] * n_words + (d >> 6)
+                            word = bits[wi]
+                            b = np.uint64(d & 63)
+                            if (word >> b) & np.uint64(1):
+                                p = first[j] + rank[wi] + np.int64(_popcount(word & ((np.uint64(1) << b) - np.uint64(1))))
+                                tf = float(tfs[p])
+                                score += w[j] * tf * k1p / (tf + norms[d])
+                            continue
                         p = _seek(docs, pos[j], end[j], d)
                         pos[j] = p
                         if p < end[j] and docs[p] == d:

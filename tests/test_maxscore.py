@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mempp.kernels import bm25_idf, bm25_norms
-from mempp.kernels.maxscore import WINDOW, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
+from mempp.kernels.maxscore import DENSE_SHARE, WINDOW, dense_index, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
 
 from test_kernels import B, K1, SETTINGS, bm25_cases, build_postings
 
 
-def make_table(docs, n_terms, drop_absent=True):
+def make_table(docs, n_terms, drop_absent=True, bitsets=True):
     """The segment table of ``docs`` (segments of documents of term ids), as the store lays postings out."""
     flat = [toks for seg in docs for toks in seg]
     avgdl = sum(len(t) for t in flat) / max(len(flat), 1)
@@ -34,7 +34,8 @@ def make_table(docs, n_terms, drop_absent=True):
         lens = np.array([len(t) for t in seg], dtype=np.float32)
         norms = np.empty(len(seg), dtype=np.float64)
         bm25_norms(lens, avgdl, K1, B, norms)
-        segs.append((p_docs, p_tfs, norms, terms, starts, dfs, base))
+        dense = dense_index(p_docs, starts, dfs, len(seg)) if bitsets else None
+        segs.append((p_docs, p_tfs, norms, terms, starts, dfs, base, dense))
         lengths.append(lens)
         base += len(seg)
     table, keep = segment_table(segs)
@@ -70,19 +71,20 @@ def run_topk(table, query, n_seg, idf, mask, k):
     starts = np.empty((len(q), n_seg), dtype=np.int64)
     ends = np.empty((len(q), n_seg), dtype=np.int64)
     df = np.empty(len(q), dtype=np.int64)
-    lex_lookup(table, q, starts, ends, df)
+    slots = np.empty((len(q), n_seg), dtype=np.int64)
+    lex_lookup(table, q, starts, ends, df, slots)
     ids = np.empty(max(k, 0), dtype=np.int64)
     scores = np.empty(max(k, 0), dtype=np.float64)
     stats = np.zeros(3, dtype=np.int64)
     fs = np.zeros(scratch_size())
-    got = lex_topk(table, starts, ends, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
+    got = lex_topk(table, starts, ends, slots, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
     assert not fs[:WINDOW].any()  # left clean for the next query
     return ids[:got], scores[:got], starts, ends, df, stats
 
 
-def check(docs, query, mask_list, k, mask_dtype=np.uint8, drop_absent=True):
+def check(docs, query, mask_list, k, mask_dtype=np.uint8, drop_absent=True, bitsets=True):
     n_terms = max([max(t) for seg in docs for t in seg if t] + list(query) + [0]) + 1
-    table, keep, segs = make_table(docs, n_terms, drop_absent)
+    table, keep, segs = make_table(docs, n_terms, drop_absent, bitsets)
     model, df_want, idf = model_scores(docs, query, segs)
     mask = np.array(mask_list, dtype=mask_dtype)
     ids, scores, starts, ends, df, stats = run_topk(table, query, len(docs), idf, mask, k)
@@ -109,15 +111,15 @@ def check(docs, query, mask_list, k, mask_dtype=np.uint8, drop_absent=True):
 
 
 @SETTINGS
-@given(bm25_cases(), st.sampled_from([np.uint8, np.bool_]), st.booleans())
-def test_lex_topk_equals_full_scoring(case, mask_dtype, drop_absent):
+@given(bm25_cases(), st.sampled_from([np.uint8, np.bool_]), st.booleans(), st.booleans())
+def test_lex_topk_equals_full_scoring(case, mask_dtype, drop_absent, bitsets):
     docs, query, mask_list, k = case
-    check(docs, query, mask_list, k, mask_dtype, drop_absent)
+    check(docs, query, mask_list, k, mask_dtype, drop_absent, bitsets)
 
 
 @SETTINGS
-@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 3, 10, 40]), st.integers(1, 5), st.floats(0.05, 1.0))
-def test_lex_topk_prunes_and_stays_exact(seed, k, n_query, share):
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 3, 10, 40]), st.integers(1, 5), st.floats(0.05, 1.0), st.booleans())
+def test_lex_topk_prunes_and_stays_exact(seed, k, n_query, share, bitsets):
     """Zipf documents over several segments: common terms become non-essential, ranking unchanged."""
     rng = np.random.default_rng(seed)
     vocab = 60
@@ -128,7 +130,7 @@ def test_lex_topk_prunes_and_stays_exact(seed, k, n_query, share):
     n = int(sizes.sum())
     query = rng.choice(vocab + 2, size=n_query, replace=False).tolist()  # vocab, vocab + 1: absent terms
     mask = (rng.random(n) < share).tolist()
-    check(docs, query, mask, k)
+    check(docs, query, mask, k, bitsets=bitsets)
 
 
 def test_lex_topk_ties_go_to_the_later_document():
@@ -162,3 +164,28 @@ def test_lex_topk_skips_documents():
             seg[row].append(99)  # the rare term
     stats = check(docs, [0, 99], [True] * 900, 3)
     assert stats[0] < 900 and stats[1] < 100, stats
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 30))
+def test_dense_index_locates_every_posting(seed, n_rows, n_terms):
+    """A common term's bitset holds exactly its rows, and rank + popcount gives each row's posting."""
+    rng = np.random.default_rng(seed)
+    seg = [rng.integers(0, n_terms, size=rng.integers(0, 12)).tolist() for _ in range(n_rows)]
+    p_docs, _, term_starts = build_postings(seg, n_terms)
+    starts = np.array(term_starts[:-1], dtype=np.int64)
+    dfs = np.diff(np.array(term_starts, dtype=np.int64)).astype(np.int32)
+    slot_of, bits, rank = dense_index(p_docs, starts, dfs, n_rows)
+    n_words = (n_rows + 63) // 64
+    assert len(bits) == len(rank) == n_words * int((slot_of >= 0).sum())
+    for t in range(len(starts)):
+        rows = p_docs[starts[t] : starts[t] + dfs[t]].tolist()
+        if dfs[t] < max(1.0, DENSE_SHARE * n_rows):
+            assert slot_of[t] == -1
+            continue
+        off = int(slot_of[t]) * n_words
+        held = [r for r in range(n_rows) if (int(bits[off + r // 64]) >> (r % 64)) & 1]
+        assert held == rows
+        for i, r in enumerate(rows):  # the posting of row r is the i-th of the term's run
+            below = int(bits[off + r // 64]) & ((1 << (r % 64)) - 1)
+            assert int(rank[off + r // 64]) + bin(below).count("1") == i

@@ -30,7 +30,7 @@ from mempp.kernels import (
     sparse_moments,
     with_neighbours,
 )
-from mempp.kernels.maxscore import dense_index, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
+from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -265,27 +265,28 @@ def _dense_index(entry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
-    """Top ``depth`` by BM25 without thread context: one lookup and one MaxScore call over all segments."""
+    """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
     table = _lex_table(snap)
-    n_seg = table.shape[0]
-    starts = np.empty((len(ids), n_seg), dtype=np.int64)
-    ends = np.empty((len(ids), n_seg), dtype=np.int64)
-    slots = np.empty((len(ids), n_seg), dtype=np.int64)
-    df = np.empty(len(ids), dtype=np.int64)
-    lex_lookup(table, ids, starts, ends, df, slots)
-    idf = bm25_idf(snap.n_docs, df)
     out_ids = np.empty(depth, dtype=np.int64)
-    stats = np.zeros(3, dtype=np.int64)
+    stats = np.zeros(4, dtype=np.int64)
     fs, is_ = _lex_scratch()
-    got = lex_topk(table, starts, ends, slots, idf, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    got = lex_query(table, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(score_for):
+        n_seg = table.shape[0]
+        starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+        df = np.empty(len(ids), dtype=np.int64)
+        idf = np.empty(len(ids), dtype=np.float64)
+        lex_lookup(table, ids, starts, ends, df, slots)
+        lex_idf(snap.n_docs, df, idf)
         order = np.argsort(score_for, kind="stable")
         sorted_scores = np.empty(len(score_for), dtype=np.float64)
         lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
         extra[order] = sorted_scores
     if info is not None:
-        info["method"] = f"maxscore ({len(ids)} terms, {int(df.sum())} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
+        info["method"] = (
+            f"maxscore ({len(ids)} terms, {stats[3]} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
+        )
     return out_ids[:got], extra
 
 

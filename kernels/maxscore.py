@@ -1,26 +1,30 @@
-"""The lexical leg's top ``k`` over every segment in one kernel call: document-at-a-time MaxScore.
+"""The lexical leg's top ``k`` over every segment in one kernel call: MaxScore.
 
 A store has many segments, each with its own postings (``storage.postings``); calling a
 kernel per segment and per term costs more in Python than the scoring itself on a small
 query. Here the segments are described once per snapshot by a table of raw addresses
-(:func:`segment_table`, one int64 row per segment), and one call looks up the query terms
-in every segment (:func:`lex_lookup`) and one more ranks (:func:`lex_topk`).
+(:func:`segment_table`, one int64 row per segment), and one call (:func:`lex_query`) looks
+up the query terms in every segment, weighs them and ranks.
 
-MaxScore (Turtle and Flood, 1995), document at a time: the query terms are ordered by their
-upper bound ``idf * (k1 + 1)``; the longest prefix of low-bound terms whose bounds sum to
-less than the score to beat (the heap's worst once it holds ``k``) is *non-essential*: a
-document holding only those cannot enter the top ``k``. Documents are enumerated from the
-essential terms' postings only (merged in row order), and the non-essential terms are looked
-up (galloping search, the cursors only move forward) for a document whose partial score
-plus their bounds can still beat the heap. Exact: the same top ``k`` as scoring every
-document, ties to the higher id (documents come in increasing id order, so a later
-document that equals the heap's worst replaces it, as in :func:`heap_push`).
+MaxScore (Turtle and Flood, 1995): the query terms are ordered by their upper bound
+``idf * (k1 + 1)``; the longest prefix of low-bound terms whose bounds sum to less than the
+score to beat is *non-essential*: a document holding only those cannot enter the top ``k``.
+Documents are enumerated from the essential terms' postings only, and completed in the
+non-essential ones (a bitset for a common term, :func:`dense_index`; a search otherwise)
+only while their partial score plus the remaining bounds can still beat the threshold.
+Exact: the same top ``k`` as scoring every document, ties to the higher id (as in
+:func:`heap_push`). Scores are float64 sums of the terms' float64 contributions, added in
+one fixed order (terms by decreasing bound), whatever was pruned.
 
-Scores are float64 sums of the terms' float64 contributions, added in one fixed order
-(terms by decreasing bound), whatever was pruned.
+The work is mostly cache misses (the leg runs after the vector scan has flushed the
+caches), so the kernels read postings in order and complete candidates one term at a time
+over a sorted batch (independent loads the processor overlaps) rather than one candidate
+at a time.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import carray, njit, types
@@ -29,11 +33,11 @@ from numba.core.extending import intrinsic
 from .topk import heap_push, heap_sorted
 
 # Columns of a segment table row.
-DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, DRANK, N_WORDS, N_DWORDS = range(15)
-N_COLS = 15
+DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, N_WORDS, N_DWORDS = range(14)
+N_COLS = 14
 _DTYPES = {
     DOCS: np.int32, TFS: np.uint32, NORMS: np.float64, TERMS: np.int32, TSTARTS: np.int64, TDFS: np.int32,
-    DSLOT: np.int32, DBITS: np.uint64, DRANK: np.int32,
+    DSLOT: np.int32, DBITS: np.uint64,
 }
 BOUND_MARGIN = 1e-9  # relative slack on the bounds, far above float64 rounding of a few additions
 DENSE_SHARE = 1 / 16  # a term in at least this share of a segment's rows gets a bitset there
@@ -60,43 +64,42 @@ def _popcount(typingctx, x):
 
 
 @njit(cache=True, nogil=True)
-def _fill_bitsets(docs, tstarts, tdfs, slot_of, n_words, bits, rank):
+def _fill_bitsets(docs, tstarts, tdfs, slot_of, n_words, bits):
     for a in range(slot_of.shape[0]):
         sl = slot_of[a]
         if sl < 0:
             continue
-        off = sl * n_words
+        off = 2 * sl * n_words
         for p in range(tstarts[a], tstarts[a] + tdfs[a]):
             r = docs[p]
-            bits[off + (r >> 6)] |= np.uint64(1) << np.uint64(r & 63)
-        count = 0
+            bits[off + 2 * (r >> 6)] |= np.uint64(1) << np.uint64(r & 63)
+        count = np.uint64(0)
         for i in range(n_words):
-            rank[off + i] = count
-            count += _popcount(bits[off + i])
+            bits[off + 2 * i + 1] = count
+            count += _popcount(bits[off + 2 * i])
 
 
-def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bitsets of a segment's common terms: (slot of each term or -1, bits, rank), for :func:`segment_table`.
+def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bitsets of a segment's common terms: (slot of each term or -1, bits), for :func:`segment_table`.
 
-    A term held by at least ``DENSE_SHARE`` of the rows gets ``n_words = ceil(n_rows / 64)``
-    words of bits (row r: bit r % 64 of word r // 64) and, per word, the count of rows held in
-    the words before it, so its posting of row r is at ``start + rank + popcount(lower bits)``:
-    MaxScore completes a candidate in a common term with two loads instead of a search.
-    Depends on the postings only (not on the store's statistics).
+    A term held by at least ``DENSE_SHARE`` of the rows gets ``2 * ceil(n_rows / 64)`` uint64
+    at ``bits[2 * slot * n_words:]``: per 64 rows, the word of rows held (row r: bit r % 64 of
+    word r // 64) then how many rows the words before it hold, side by side so one cache line
+    serves both. Its posting of row r is at ``start + rank + popcount(lower bits)``: MaxScore
+    completes a candidate in a common term without a search. Depends on the postings only
+    (not on the store's statistics), so a segment's index outlives snapshots.
     """
     tdfs = np.asarray(tdfs)
     dense = tdfs >= max(1.0, DENSE_SHARE * n_rows)
     slot_of = np.where(dense, np.cumsum(dense) - 1, -1).astype(np.int32)
     n_words = (n_rows + 63) // 64
-    n_slots = int(dense.sum())
-    bits = np.zeros(n_slots * n_words, dtype=np.uint64)
-    rank = np.zeros(n_slots * n_words, dtype=np.int32)
-    if n_slots:
+    bits = np.zeros(2 * int(dense.sum()) * n_words, dtype=np.uint64)
+    if len(bits):
         _fill_bitsets(
             np.ascontiguousarray(docs, dtype=np.int32), np.ascontiguousarray(tstarts, dtype=np.int64),
-            np.ascontiguousarray(tdfs, dtype=np.int32), slot_of, n_words, bits, rank,
+            np.ascontiguousarray(tdfs, dtype=np.int32), slot_of, n_words, bits,
         )
-    return slot_of, bits, rank
+    return slot_of, bits
 
 
 def segment_table(segments) -> tuple[np.ndarray, list]:
@@ -112,8 +115,8 @@ def segment_table(segments) -> tuple[np.ndarray, list]:
     keep: list = []
     for s, (docs, tfs, norms, terms, starts, dfs, base, dense) in enumerate(segments):
         if dense is None:
-            dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32))
-        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS, DRANK)
+            dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64))
+        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS)
         for col, a in zip(cols, (docs, tfs, norms, terms, starts, dfs, *dense)):
             a = np.ascontiguousarray(a, dtype=_DTYPES[col])
             if len(a) == 0:
@@ -164,6 +167,14 @@ def lex_lookup(table, qterms, starts, ends, df, slots):
                 starts[t, s] = 0
                 ends[t, s] = 0
                 slots[t, s] = -1
+
+
+@njit(cache=True, nogil=True)
+def lex_idf(n_docs, df, out):
+    """``out[t] = ln(1 + (N - df + 0.5) / (df + 0.5))`` (Lucene), as :func:`lex_query` weighs the terms."""
+    for t in range(df.shape[0]):
+        d = float(df[t])
+        out[t] = math.log1p((n_docs - d + 0.5) / (d + 0.5))
 
 
 @njit(cache=True, inline="always")
@@ -223,7 +234,7 @@ CAND = 16384  # documents of a segment kept for completion before they are compl
 
 def scratch_size() -> int:
     """Length of each of :func:`lex_topk`'s scratch buffers."""
-    return WINDOW + 2 * CAND
+    return WINDOW + 4 * CAND
 
 
 SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed the threshold
@@ -334,11 +345,16 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     end = np.empty(nt, dtype=np.int64)
     first = np.empty(nt, dtype=np.int64)
     slot = np.empty(nt, dtype=np.int64)
+    if fscratch.shape[0] < WINDOW + 4 * CAND or iscratch.shape[0] < WINDOW + 4 * CAND:
+        raise ValueError("lex_topk: scratch buffers shorter than scratch_size()")
     buf = fscratch[:WINDOW]
     c_part = fscratch[WINDOW : WINDOW + CAND]
+    l_part = fscratch[WINDOW + CAND : WINDOW + 2 * CAND]
     touched = iscratch[:WINDOW]
     c_row = iscratch[WINDOW : WINDOW + CAND]
     c_ness = iscratch[WINDOW + CAND : WINDOW + 2 * CAND]
+    l_row = iscratch[WINDOW + 2 * CAND : WINDOW + 3 * CAND]
+    l_ness = iscratch[WINDOW + 3 * CAND : WINDOW + 4 * CAND]
     none = np.int64(1) << 40
     read = 0
     completed = 0
@@ -350,7 +366,6 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
         base = table[s, BASE]
         n_words = table[s, N_WORDS]
         bits = carray(_voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
-        rank = carray(_voidptr(table[s, DRANK]), table[s, N_DWORDS], np.int32)
         for j in range(nt):
             pos[j] = starts[order[j], s]
             end[j] = ends[order[j], s]
@@ -426,36 +441,58 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                 while ness < nt and prefix[ness + 1] < theta:
                     ness += 1
             if nc and (done or nc + WINDOW > CAND):
-                # Complete the candidates, in row order (the search cursors only move forward).
+                # Complete the candidates, one term at a time over the batch in row order (the
+                # search cursors only move forward; a term's loads are independent of each other).
                 srt = np.argsort(c_row[:nc])
+                live = 0
+                top = 0  # the most non-essential terms any live candidate lacks
                 for x in range(nc):
                     y = srt[x]
-                    d = c_row[y]
-                    score = c_part[y]
-                    ok = True
-                    for j in range(c_ness[y] - 1, -1, -1):
-                        if score + prefix[j + 1] < theta:
-                            ok = False
-                            break
-                        if slot[j] >= 0:  # a common term: its bitset says whether and where
-                            wi = slot[j] * n_words + (d >> 6)
-                            word = bits[wi]
-                            b = np.uint64(d & 63)
-                            if (word >> b) & np.uint64(1):
-                                p = first[j] + rank[wi] + np.int64(_popcount(word & ((np.uint64(1) << b) - np.uint64(1))))
-                                tf = float(tfs[p])
-                                score += w[j] * tf * k1p / (tf + norms[d])
-                            continue
-                        p = _seek(docs, pos[j], end[j], d)
-                        pos[j] = p
-                        if p < end[j] and docs[p] == d:
-                            tf = float(tfs[p])
-                            score += w[j] * tf * k1p / (tf + norms[d])
-                            pos[j] = p + 1
-                    if not ok or score < theta:
+                    if c_part[y] + prefix[c_ness[y]] >= theta:
+                        l_row[live] = c_row[y]
+                        l_part[live] = c_part[y]
+                        l_ness[live] = c_ness[y]
+                        if c_ness[y] > top:
+                            top = c_ness[y]
+                        live += 1
+                for j in range(top - 1, -1, -1):
+                    bound = prefix[j + 1]
+                    wj = w[j]
+                    sl = slot[j]
+                    kept = 0
+                    for x in range(live):
+                        d = l_row[x]
+                        score = l_part[x]
+                        if l_ness[x] > j:
+                            if score + bound < theta:
+                                continue  # cannot reach the threshold even with this term and the rest
+                            if sl >= 0:  # a common term: its bitset says whether and where
+                                wi = 2 * (sl * n_words + (d >> 6))
+                                word = bits[wi]
+                                b = np.uint64(d & 63)
+                                if (word >> b) & np.uint64(1):
+                                    below = word & ((np.uint64(1) << b) - np.uint64(1))
+                                    p = first[j] + np.int64(bits[wi + 1] + _popcount(below))
+                                    tf = float(tfs[p])
+                                    score += wj * tf * k1p / (tf + norms[d])
+                            else:
+                                p = _seek(docs, pos[j], end[j], d)
+                                pos[j] = p
+                                if p < end[j] and docs[p] == d:
+                                    tf = float(tfs[p])
+                                    score += wj * tf * k1p / (tf + norms[d])
+                                    pos[j] = p + 1
+                        l_row[kept] = d
+                        l_part[kept] = score
+                        l_ness[kept] = l_ness[x]
+                        kept += 1
+                    live = kept
+                for x in range(live):
+                    score = l_part[x]
+                    if score < theta:
                         continue
                     completed += 1
-                    g = base + d
+                    g = base + l_row[x]
                     if n < k or score > hs[0] or (score == hs[0] and g > hi[0]):
                         n = heap_push(hs, hi, n, k, score, g)
                         if n == k and hs[0] > theta:
@@ -475,7 +512,7 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
     n_seg = table.shape[0]
     ub = np.empty(nt, dtype=np.float64)
     for t in range(nt):
-        ub[t] = weights[t]
+        ub[t] = weights[t] * (k1 + 1.0)  # the order lex_topk adds in
     order = np.argsort(ub, kind="mergesort")
     pos = np.empty(nt, dtype=np.int64)
     i = 0
@@ -510,3 +547,23 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
     while i < docs.shape[0]:
         out[i] = 0.0
         i += 1
+
+
+@njit(cache=True, nogil=True)
+def lex_query(table, qterms, n_docs, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
+    """:func:`lex_lookup`, :func:`lex_idf` and :func:`lex_topk` in one call; returns how many were ranked.
+
+    ``stats`` (int64, 4): :func:`lex_topk`'s, then the query terms' postings in all.
+    """
+    nq = qterms.shape[0]
+    n_seg = table.shape[0]
+    starts = np.empty((nq, n_seg), dtype=np.int64)
+    ends = np.empty((nq, n_seg), dtype=np.int64)
+    slots = np.empty((nq, n_seg), dtype=np.int64)
+    df = np.empty(nq, dtype=np.int64)
+    idf = np.empty(nq, dtype=np.float64)
+    lex_lookup(table, qterms, starts, ends, df, slots)
+    lex_idf(n_docs, df, idf)
+    got = lex_topk(table, starts, ends, slots, idf, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch)
+    stats[3] = df.sum()
+    return got

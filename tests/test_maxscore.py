@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mempp.kernels import bm25_idf, bm25_norms
-from mempp.kernels.maxscore import DENSE_SHARE, WINDOW, dense_index, lex_lookup, lex_score_docs, lex_topk, scratch_size, segment_table
+from mempp.kernels.maxscore import (
+    DENSE_SHARE, WINDOW, dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table,
+)
 
 from test_kernels import B, K1, SETTINGS, bm25_cases, build_postings
 
@@ -47,7 +49,9 @@ def model_scores(docs, query, segs):
     flat = [toks for seg in docs for toks in seg]
     n = len(flat)
     df = np.array([sum(1 for toks in flat if t in toks) for t in query], dtype=np.int64)
-    idf = bm25_idf(n, df)
+    idf = np.empty(len(query))
+    lex_idf(n, df, idf)  # the kernels' own weights: Lucene's idf, to the last bit or two of numpy's
+    assert np.allclose(idf, bm25_idf(n, df), rtol=1e-14, atol=0)
     ub = idf * (K1 + 1.0)
     order = sorted(range(len(query)), key=lambda t: ub[t])  # stable: ties by query position
     norms = np.concatenate([s[2] for s in segs]) if segs else np.zeros(0)
@@ -79,6 +83,12 @@ def run_topk(table, query, n_seg, idf, mask, k):
     fs = np.zeros(scratch_size())
     got = lex_topk(table, starts, ends, slots, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
     assert not fs[:WINDOW].any()  # left clean for the next query
+    # lex_query: lookup, weights and ranking in one call, the same answer
+    ids2 = np.empty(max(k, 0), dtype=np.int64)
+    stats2 = np.zeros(4, dtype=np.int64)
+    n_docs = int(table[:, 8].sum())  # N_ROWS
+    got2 = lex_query(table, q, n_docs, K1, mask, k, ids2, np.empty(max(k, 0)), stats2, fs, np.empty(scratch_size(), dtype=np.int64))
+    assert ids2[:got2].tolist() == ids[:got].tolist() and stats2[3] == df.sum()
     return ids[:got], scores[:got], starts, ends, df, stats
 
 
@@ -175,9 +185,10 @@ def test_dense_index_locates_every_posting(seed, n_rows, n_terms):
     p_docs, _, term_starts = build_postings(seg, n_terms)
     starts = np.array(term_starts[:-1], dtype=np.int64)
     dfs = np.diff(np.array(term_starts, dtype=np.int64)).astype(np.int32)
-    slot_of, bits, rank = dense_index(p_docs, starts, dfs, n_rows)
+    slot_of, pairs = dense_index(p_docs, starts, dfs, n_rows)
     n_words = (n_rows + 63) // 64
-    assert len(bits) == len(rank) == n_words * int((slot_of >= 0).sum())
+    assert len(pairs) == 2 * n_words * int((slot_of >= 0).sum())
+    bits, rank = pairs[0::2], pairs[1::2]  # per 64 rows: the word, then the rows held before it
     for t in range(len(starts)):
         rows = p_docs[starts[t] : starts[t] + dfs[t]].tolist()
         if dfs[t] < max(1.0, DENSE_SHARE * n_rows):
@@ -189,3 +200,13 @@ def test_dense_index_locates_every_posting(seed, n_rows, n_terms):
         for i, r in enumerate(rows):  # the posting of row r is the i-th of the term's run
             below = int(bits[off + r // 64]) & ((1 << (r % 64)) - 1)
             assert int(rank[off + r // 64]) + bin(below).count("1") == i
+
+
+def test_lex_topk_refuses_short_scratch():
+    import pytest
+
+    table, keep, segs = make_table([[[0, 1], [1]]], 2)
+    z = np.zeros((1, 1), dtype=np.int64)
+    with pytest.raises(ValueError):
+        lex_topk(table, z, z + 1, z - 1, np.ones(1), K1, np.ones(2, np.uint8), 1, np.empty(1, np.int64), np.empty(1),
+                 np.zeros(3, np.int64), np.zeros(10), np.zeros(10, np.int64))

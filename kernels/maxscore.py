@@ -33,12 +33,15 @@ from numba.core.extending import intrinsic
 from .topk import heap_push, heap_sorted
 
 # Columns of a segment table row.
-DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, N_WORDS, N_DWORDS = range(14)
-N_COLS = 14
+DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, N_WORDS, N_DWORDS, NMIN = range(15)
+N_COLS = 15
 _DTYPES = {
     DOCS: np.int32, TFS: np.uint32, NORMS: np.float64, TERMS: np.int32, TSTARTS: np.int64, TDFS: np.int32,
-    DSLOT: np.int32, DBITS: np.uint64,
+    DSLOT: np.int32, DBITS: np.uint64, NMIN: np.float64,
 }
+TF_SLACK = 1.0 + 1e-12  # a bound from tf alone is inflated by this, far above the rounding of its few operations
+TF_TABLE = 16  # tf-only bounds tabulated for tf < TF_TABLE; above, the term's bound idf * (k1 + 1)
+TF_CAP = 1 << 20
 BOUND_MARGIN = 1e-9  # relative slack on the bounds, far above float64 rounding of a few additions
 DENSE_SHARE = 1 / 16  # a term in at least this share of a segment's rows gets a bitset there
 
@@ -116,8 +119,9 @@ def segment_table(segments) -> tuple[np.ndarray, list]:
     for s, (docs, tfs, norms, terms, starts, dfs, base, dense) in enumerate(segments):
         if dense is None:
             dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64))
-        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS)
-        for col, a in zip(cols, (docs, tfs, norms, terms, starts, dfs, *dense)):
+        nmin = np.array([np.min(norms) if len(norms) else 0.0], dtype=np.float64)  # bounds from tf alone use it
+        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS, NMIN)
+        for col, a in zip(cols, (docs, tfs, norms, terms, starts, dfs, *dense, nmin)):
             a = np.ascontiguousarray(a, dtype=_DTYPES[col])
             if len(a) == 0:
                 a = np.zeros(1, dtype=_DTYPES[col])  # a valid address even when empty
@@ -234,7 +238,37 @@ CAND = 16384  # documents of a segment kept for completion before they are compl
 
 def scratch_size() -> int:
     """Length of each of :func:`lex_topk`'s scratch buffers."""
-    return WINDOW + 4 * CAND
+    return 2 * WINDOW + 4 * CAND
+
+
+@njit(cache=True, inline="always")
+def _tf_ub(wj, k1p, nmin, tf):
+    """A bound on a posting's contribution from its tf alone: the segment's least norm in place of its row's."""
+    return wj * tf * k1p / (tf + nmin) * TF_SLACK
+
+
+@njit(cache=True, nogil=True)
+def _tf_floor(wj, k1p, nmin, rest, theta):
+    """The least tf whose bound plus ``rest`` reaches ``theta``: a posting with a lower tf cannot.
+
+    (The bound grows with tf; ``TF_SLACK`` covers rounding.) ``TF_CAP`` when none below it does.
+    """
+    if _tf_ub(wj, k1p, nmin, 1.0) + rest >= theta:
+        return 1
+    lo = 1
+    hi = 2
+    while _tf_ub(wj, k1p, nmin, float(hi)) + rest < theta:
+        lo = hi
+        hi *= 2
+        if hi >= TF_CAP:
+            return TF_CAP
+    while hi - lo > 1:  # bound(lo) < theta - rest <= bound(hi)
+        mid = (lo + hi) >> 1
+        if _tf_ub(wj, k1p, nmin, float(mid)) + rest >= theta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed the threshold
@@ -272,13 +306,19 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
             tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
             norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
             base = table[s, BASE]
+            nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
+            floor = 1 if n < k else _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
             for p in range(starts[t, s], ends[t, s]):
+                if tfs[p] < floor:
+                    continue  # cannot beat the k-th best so far, whatever its row's length: no load of its norm
                 r = docs[p]
                 tf = float(tfs[p])
                 c = wj * tf * (k1 + 1.0) / (tf + norms[r])
                 # test the heap's worst here: a call per posting (array arguments are reference-counted) costs more than the scan
                 if (n < k or c > hs[0]) and mask[base + r]:
                     n = heap_push(hs, hi, n, k, c, base + r)
+                    if n == k:
+                        floor = _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
         if n == k and hs[0] > best:
             best = hs[0]
     return best
@@ -293,7 +333,7 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     table's per-row ``norms``. ``stats`` (int64, 3): postings of essential terms read,
     documents completed, postings read to seed the threshold. ``fscratch`` (float64) and ``iscratch`` (int64), each of
     :func:`scratch_size`: the caller's buffers (allocating them per call costs page faults);
-    ``fscratch[:WINDOW]`` must be all zero and is left so.
+    ``fscratch[:2 * WINDOW]`` must be all zero and is left so.
 
     Enumeration: the essential terms' postings are read a window of ``WINDOW`` rows at a time
     (one term alone: straight from its postings; several: added up in a small buffer, no
@@ -345,16 +385,20 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     end = np.empty(nt, dtype=np.int64)
     first = np.empty(nt, dtype=np.int64)
     slot = np.empty(nt, dtype=np.int64)
-    if fscratch.shape[0] < WINDOW + 4 * CAND or iscratch.shape[0] < WINDOW + 4 * CAND:
+    if fscratch.shape[0] < 2 * WINDOW + 4 * CAND or iscratch.shape[0] < 2 * WINDOW + 4 * CAND:
         raise ValueError("lex_topk: scratch buffers shorter than scratch_size()")
-    buf = fscratch[:WINDOW]
-    c_part = fscratch[WINDOW : WINDOW + CAND]
-    l_part = fscratch[WINDOW + CAND : WINDOW + 2 * CAND]
+    buf = fscratch[:WINDOW]  # per window row: the bound from tf alone, then -1 for a survivor
+    ex = fscratch[WINDOW : 2 * WINDOW]  # per surviving window row: the exact partial score
+    c_part = fscratch[2 * WINDOW : 2 * WINDOW + CAND]
+    l_part = fscratch[2 * WINDOW + CAND : 2 * WINDOW + 2 * CAND]
     touched = iscratch[:WINDOW]
-    c_row = iscratch[WINDOW : WINDOW + CAND]
-    c_ness = iscratch[WINDOW + CAND : WINDOW + 2 * CAND]
-    l_row = iscratch[WINDOW + 2 * CAND : WINDOW + 3 * CAND]
-    l_ness = iscratch[WINDOW + 3 * CAND : WINDOW + 4 * CAND]
+    survivors = iscratch[WINDOW : 2 * WINDOW]
+    c_row = iscratch[2 * WINDOW : 2 * WINDOW + CAND]
+    c_ness = iscratch[2 * WINDOW + CAND : 2 * WINDOW + 2 * CAND]
+    l_row = iscratch[2 * WINDOW + 2 * CAND : 2 * WINDOW + 3 * CAND]
+    l_ness = iscratch[2 * WINDOW + 3 * CAND : 2 * WINDOW + 4 * CAND]
+    wstart = np.empty(nt, dtype=np.int64)
+    ubt = np.empty((nt, TF_TABLE), dtype=np.float64)
     none = np.int64(1) << 40
     read = 0
     completed = 0
@@ -366,11 +410,16 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
         base = table[s, BASE]
         n_words = table[s, N_WORDS]
         bits = carray(_voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
+        nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
         for j in range(nt):
             pos[j] = starts[order[j], s]
             end[j] = ends[order[j], s]
             first[j] = pos[j]
             slot[j] = slots[order[j], s]
+            for tf in range(1, TF_TABLE - 1):
+                ubt[j, tf] = _tf_ub(w[j], k1p, nmin, float(tf))
+            ubt[j, 0] = 0.0
+            ubt[j, TF_TABLE - 1] = w[j] * k1p * TF_SLACK  # any tf from here up
         nc = 0
         done = False
         while not done:
@@ -388,48 +437,70 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                     p = pos[j]
                     e = end[j]
                     wj = w[j]
+                    floor = _tf_floor(wj, k1p, nmin, rest, theta)
                     while p < e:
                         r = docs[p]
                         if r >= hi_row:
                             break
-                        tf = float(tfs[p])
-                        c = wj * tf * k1p / (tf + norms[r])
-                        if c + rest >= theta and mask[base + r]:
-                            c_row[nc] = r
-                            c_part[nc] = c
-                            c_ness[nc] = ness
-                            nc += 1
-                            if pn < k or c > ps[0]:
-                                pn = heap_push(ps, pi, pn, k, c, r)
-                                if pn == k and ps[0] > theta:
-                                    theta = ps[0]
+                        if tfs[p] >= floor:  # else no row length lets it reach the threshold: no load of its norm
+                            tf = float(tfs[p])
+                            c = wj * tf * k1p / (tf + norms[r])
+                            if c + rest >= theta and mask[base + r]:
+                                c_row[nc] = r
+                                c_part[nc] = c
+                                c_ness[nc] = ness
+                                nc += 1
+                                if pn < k or c > ps[0]:
+                                    pn = heap_push(ps, pi, pn, k, c, r)
+                                    if pn == k and ps[0] > theta:
+                                        theta = ps[0]
+                                        floor = _tf_floor(wj, k1p, nmin, rest, theta)
                         p += 1
                     read += p - pos[j]
                     pos[j] = p
                 else:  # several: add them up over the window
+                    # First the bounds from tf alone (no norms: they are the cache misses) ...
                     m = 0
                     for j in range(nt - 1, ness - 1, -1):  # the kernels' fixed order of addition
                         p = pos[j]
+                        wstart[j] = p
                         e = end[j]
-                        wj = w[j]
                         while p < e:
                             r = docs[p]
                             if r >= hi_row:
                                 break
-                            tf = float(tfs[p])
                             i = r - lo
-                            if buf[i] == 0.0:  # contributions are positive: zero means not touched yet
+                            if buf[i] == 0.0:  # bounds are positive: zero means not touched yet
                                 touched[m] = i
                                 m += 1
-                            buf[i] += wj * tf * k1p / (tf + norms[r])
+                            buf[i] += ubt[j, min(tfs[p], TF_TABLE - 1)]
                             p += 1
                         read += p - pos[j]
                         pos[j] = p
+                    n_sv = 0
                     for x in range(m):
                         i = touched[x]
-                        c = buf[i]
+                        if buf[i] + rest >= theta and mask[base + lo + i]:
+                            buf[i] = -1.0
+                            survivors[n_sv] = i
+                            n_sv += 1
+                        else:
+                            buf[i] = 0.0
+                    # ... then the exact partial scores of the rows they leave, in the same order.
+                    if n_sv:
+                        for j in range(nt - 1, ness - 1, -1):
+                            wj = w[j]
+                            for p in range(wstart[j], pos[j]):
+                                i = docs[p] - lo
+                                if buf[i] < 0.0:
+                                    tf = float(tfs[p])
+                                    ex[i] += wj * tf * k1p / (tf + norms[docs[p]])
+                    for x in range(n_sv):
+                        i = survivors[x]
+                        c = ex[i]
+                        ex[i] = 0.0
                         buf[i] = 0.0
-                        if c + rest >= theta and mask[base + lo + i]:
+                        if c + rest >= theta:
                             c_row[nc] = lo + i
                             c_part[nc] = c
                             c_ness[nc] = ness

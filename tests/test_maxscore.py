@@ -8,6 +8,7 @@ bit and rankings exactly: higher score first, equal scores -> higher id first.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -82,7 +83,7 @@ def run_topk(table, query, n_seg, idf, mask, k):
     stats = np.zeros(3, dtype=np.int64)
     fs = np.zeros(scratch_size())
     got = lex_topk(table, starts, ends, slots, idf, K1, mask, k, ids, scores, stats, fs, np.empty(scratch_size(), dtype=np.int64))
-    assert not fs[:WINDOW].any()  # left clean for the next query
+    assert not fs[: 2 * WINDOW].any()  # left clean for the next query
     # lex_query: lookup, weights and ranking in one call, the same answer
     ids2 = np.empty(max(k, 0), dtype=np.int64)
     stats2 = np.zeros(4, dtype=np.int64)
@@ -203,10 +204,72 @@ def test_dense_index_locates_every_posting(seed, n_rows, n_terms):
 
 
 def test_lex_topk_refuses_short_scratch():
-    import pytest
+
 
     table, keep, segs = make_table([[[0, 1], [1]]], 2)
     z = np.zeros((1, 1), dtype=np.int64)
     with pytest.raises(ValueError):
         lex_topk(table, z, z + 1, z - 1, np.ones(1), K1, np.ones(2, np.uint8), 1, np.empty(1, np.int64), np.empty(1),
                  np.zeros(3, np.int64), np.zeros(10), np.zeros(10, np.int64))
+
+
+@pytest.mark.parametrize("k", [1, 10, 50, 20_000])
+@pytest.mark.parametrize("bitsets", [True, False])
+def test_lex_topk_large_segments(k, bitsets):
+    """Segments of many windows, a candidate buffer that fills (k = 20,000), tf above the tabulated bounds."""
+    from mempp.storage.postings import Postings
+
+    rng = np.random.default_rng(k + bitsets)
+    vocab = 300
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
+    p /= p.sum()
+    sizes = [30_000, 11_000, 5]
+    segs, lengths, all_docs = [], [], []
+    for n_rows in sizes:
+        doc_terms = [rng.choice(vocab, size=rng.integers(5, 40), p=p) for _ in range(n_rows)]
+        doc_terms[0] = np.array([7] * 40)  # tf 40, beyond TF_TABLE
+        all_docs.append(doc_terms)
+        lengths.append(np.array([len(t) for t in doc_terms], dtype=np.float32))
+    avgdl = float(np.concatenate(lengths).mean())
+    base = 0
+    posts = []
+    for doc_terms, lens in zip(all_docs, lengths):
+        post = Postings.build(doc_terms)
+        norms = np.empty(len(lens))
+        bm25_norms(lens, avgdl, K1, B, norms)
+        dense = dense_index(post.docs, post.starts, post.dfs, len(lens)) if bitsets else None
+        segs.append((post.docs, post.tfs, norms, post.terms, post.starts, post.dfs, base, dense))
+        posts.append((post, norms, base))
+        base += len(lens)
+    n = base
+    table, keep = segment_table(segs)
+    query = np.array([0, 3, 7, 150, 299, 1000], dtype=np.int64)  # common to rare, and one absent
+    mask = (rng.random(n) < 0.6).astype(np.uint8)
+    ids = np.empty(k, dtype=np.int64)
+    scores = np.empty(k)
+    stats = np.zeros(4, dtype=np.int64)
+    fs = np.zeros(scratch_size())
+    got = lex_query(table, query, n, K1, mask, k, ids, scores, stats, fs, np.zeros(scratch_size(), dtype=np.int64))
+    assert not fs[: 2 * WINDOW].any()
+    # the model: every document scored, in the kernels' order of addition
+    df = np.zeros(len(query), dtype=np.int64)
+    for post, _, _ in posts:
+        for t, q in enumerate(query):
+            a = np.searchsorted(post.terms, q)
+            if a < len(post.terms) and post.terms[a] == q:
+                df[t] += post.dfs[a]
+    idf = np.empty(len(query))
+    lex_idf(n, df, idf)
+    order = sorted(range(len(query)), key=lambda t: idf[t] * (K1 + 1.0))
+    full = np.zeros(n)
+    for t in reversed(order):
+        for post, norms, b in posts:
+            a = np.searchsorted(post.terms, query[t])
+            if a < len(post.terms) and post.terms[a] == query[t]:
+                rows = post.docs[post.starts[a] : post.starts[a] + post.dfs[a]].astype(np.int64)
+                tf = post.tfs[post.starts[a] : post.starts[a] + post.dfs[a]].astype(np.float64)
+                full[b + rows] += idf[t] * tf * (K1 + 1.0) / (tf + norms[rows])
+    cand = np.flatnonzero((full > 0) & (mask > 0))
+    want = cand[np.lexsort((-cand, -full[cand]))][:k]
+    assert ids[:got].tolist() == want.tolist()
+    assert scores[:got].tolist() == full[want].tolist()

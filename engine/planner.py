@@ -230,20 +230,20 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     return out_ids[:got], extra
 
 
-def _lex_table(snap: Snapshot) -> np.ndarray:
-    """The snapshot's segment table for the MaxScore kernels (built on first use, kept with the snapshot)."""
+def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple]:
+    """The snapshot's segment table and term index for the MaxScore kernels (built on first use, kept with the snapshot)."""
     cached = snap.__dict__.get("_lex_table")
     if cached is None:
         avgdl = snap.avg_length
-        table, keep = segment_table(
+        table, index, keep = segment_table(
             [
                 (p.docs, p.tfs, e.norms(avgdl, K1, B), p.terms, p.starts, p.dfs, e.base, _dense_index(e))
                 for e in snap.segments
                 for p in (e.postings,)
             ]
         )
-        cached = snap.__dict__["_lex_table"] = (table, keep)  # keep: the arrays the table points into
-    return cached[0]
+        cached = snap.__dict__["_lex_table"] = (table, index, keep)  # keep: the arrays the table points into
+    return cached[0], cached[1]
 
 
 def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
@@ -266,18 +266,18 @@ def _dense_index(entry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
     """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
-    table = _lex_table(snap)
+    table, index = _lex_table(snap)
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(4, dtype=np.int64)
     fs, is_ = _lex_scratch()
-    got = lex_query(table, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    got = lex_query(table, *index, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(score_for):
         n_seg = table.shape[0]
         starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
         df = np.empty(len(ids), dtype=np.int64)
         idf = np.empty(len(ids), dtype=np.float64)
-        lex_lookup(table, ids, starts, ends, df, slots)
+        lex_lookup(*index, ids, starts, ends, df, slots)
         lex_idf(snap.n_docs, df, idf)
         order = np.argsort(score_for, kind="stable")
         sorted_scores = np.empty(len(score_for), dtype=np.float64)

@@ -105,8 +105,13 @@ def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarra
     return slot_of, bits
 
 
-def segment_table(segments) -> tuple[np.ndarray, list]:
-    """The int64 table (one row per segment) the kernels read postings through, and what it points into.
+def segment_table(segments) -> tuple[np.ndarray, tuple, list]:
+    """The int64 table (one row per segment) the kernels read postings through, the term index, and what they point into.
+
+    The term index (``off, seg, start, df, slot``) lists, for each term id ``q``, at
+    ``off[q]:off[q + 1]``, the segments holding it (in table order) with its run and bitset
+    slot there: a query term is found with a couple of loads instead of a binary search in
+    every segment's dictionary (cache misses, with many segments).
 
     ``segments``: (docs, tfs, norms, terms, term_starts, term_dfs, base, dense) per segment, as
     in ``storage.postings.Postings`` (``norms``: :func:`bm25_norms` of the rows' lengths;
@@ -116,6 +121,7 @@ def segment_table(segments) -> tuple[np.ndarray, list]:
     """
     table = np.zeros((len(segments), N_COLS), dtype=np.int64)
     keep: list = []
+    parts: list = []
     for s, (docs, tfs, norms, terms, starts, dfs, base, dense) in enumerate(segments):
         if dense is None:
             dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64))
@@ -133,44 +139,49 @@ def segment_table(segments) -> tuple[np.ndarray, list]:
         table[s, BASE] = base
         table[s, N_WORDS] = (len(norms) + 63) // 64
         table[s, N_DWORDS] = len(dense[1])
-    return table, keep
+        parts.append((np.asarray(terms, dtype=np.int64), s, starts, dfs, dense[0]))
+    index = _term_index(parts)
+    return table, index, keep
+
+
+def _term_index(parts) -> tuple:
+    n_terms = max([int(t.max()) + 1 for t, *_ in parts if len(t)] + [0])
+    terms = np.concatenate([t for t, *_ in parts]) if parts else np.zeros(0, dtype=np.int64)
+    order = np.argsort(terms, kind="stable")  # stable: segments stay in table order within a term
+    off = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=off[1:])
+
+    def cat(i, dtype):
+        a = np.concatenate([np.asarray(x[i]) for x in parts]) if parts else np.zeros(0)
+        return np.ascontiguousarray(a[order], dtype=dtype)
+
+    seg = np.concatenate([np.full(len(t), s_, dtype=np.int32) for t, s_, *_ in parts]) if parts else np.zeros(0, np.int32)
+    return off, np.ascontiguousarray(seg[order]), cat(2, np.int64), cat(3, np.int32), cat(4, np.int32)
 
 
 @njit(cache=True, nogil=True)
-def lex_lookup(table, qterms, starts, ends, df, slots):
+def lex_lookup(off, tseg, tstart, tdf, tslot, qterms, starts, ends, df, slots):
     """Each query term's run ``[starts[t, s], ends[t, s])`` in segment ``s``, and its store-wide ``df[t]``.
 
-    ``qterms``: int64 term ids; an id absent from a segment gives an empty run there.
-    ``slots[t, s]``: the term's bitset in segment ``s`` (:func:`dense_index`), -1 for none.
+    ``off, tseg, tstart, tdf, tslot``: the term index of :func:`segment_table`; ``qterms``:
+    int64 term ids; a term absent from a segment has an empty run there. ``slots[t, s]``: the
+    term's bitset in segment ``s`` (:func:`dense_index`), -1 for none.
     """
-    n_seg = table.shape[0]
     for t in range(qterms.shape[0]):
         df[t] = 0
-    for s in range(n_seg):
-        nt = table[s, N_TERMS]
-        terms = carray(_voidptr(table[s, TERMS]), nt, np.int32)
-        tstarts = carray(_voidptr(table[s, TSTARTS]), nt, np.int64)
-        tdfs = carray(_voidptr(table[s, TDFS]), nt, np.int32)
-        dslot = carray(_voidptr(table[s, DSLOT]), nt, np.int32)
-        for t in range(qterms.shape[0]):
-            q = qterms[t]
-            a = 0
-            b = nt
-            while a < b:
-                m = (a + b) >> 1
-                if terms[m] < q:
-                    a = m + 1
-                else:
-                    b = m
-            if a < nt and terms[a] == q:
-                starts[t, s] = tstarts[a]
-                ends[t, s] = tstarts[a] + tdfs[a]
-                df[t] += tdfs[a]
-                slots[t, s] = dslot[a]
-            else:
-                starts[t, s] = 0
-                ends[t, s] = 0
-                slots[t, s] = -1
+        for s in range(starts.shape[1]):
+            starts[t, s] = 0
+            ends[t, s] = 0
+            slots[t, s] = -1
+        q = qterms[t]
+        if q < 0 or q >= off.shape[0] - 1:
+            continue
+        for e in range(off[q], off[q + 1]):
+            s = tseg[e]
+            starts[t, s] = tstart[e]
+            ends[t, s] = tstart[e] + tdf[e]
+            df[t] += tdf[e]
+            slots[t, s] = tslot[e]
 
 
 @njit(cache=True, nogil=True)
@@ -621,7 +632,7 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
 
 
 @njit(cache=True, nogil=True)
-def lex_query(table, qterms, n_docs, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
+def lex_query(table, off, tseg, tstart, tdf, tslot, qterms, n_docs, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
     """:func:`lex_lookup`, :func:`lex_idf` and :func:`lex_topk` in one call; returns how many were ranked.
 
     ``stats`` (int64, 4): :func:`lex_topk`'s, then the query terms' postings in all.
@@ -633,7 +644,7 @@ def lex_query(table, qterms, n_docs, k1, mask, k, out_ids, out_scores, stats, fs
     slots = np.empty((nq, n_seg), dtype=np.int64)
     df = np.empty(nq, dtype=np.int64)
     idf = np.empty(nq, dtype=np.float64)
-    lex_lookup(table, qterms, starts, ends, df, slots)
+    lex_lookup(off, tseg, tstart, tdf, tslot, qterms, starts, ends, df, slots)
     lex_idf(n_docs, df, idf)
     got = lex_topk(table, starts, ends, slots, idf, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch)
     stats[3] = df.sum()

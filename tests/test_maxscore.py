@@ -41,8 +41,8 @@ def make_table(docs, n_terms, drop_absent=True, bitsets=True):
         segs.append((p_docs, p_tfs, norms, terms, starts, dfs, base, dense))
         lengths.append(lens)
         base += len(seg)
-    table, keep = segment_table(segs)
-    return table, keep, segs
+    table, index, keep = segment_table(segs)
+    return (table, index), keep, segs
 
 
 def model_scores(docs, query, segs):
@@ -71,13 +71,14 @@ def model_scores(docs, query, segs):
     return out, df, idf
 
 
-def run_topk(table, query, n_seg, idf, mask, k):
+def run_topk(tables, query, n_seg, idf, mask, k):
+    table, index = tables
     q = np.array(query, dtype=np.int64)
     starts = np.empty((len(q), n_seg), dtype=np.int64)
     ends = np.empty((len(q), n_seg), dtype=np.int64)
     df = np.empty(len(q), dtype=np.int64)
     slots = np.empty((len(q), n_seg), dtype=np.int64)
-    lex_lookup(table, q, starts, ends, df, slots)
+    lex_lookup(*index, q, starts, ends, df, slots)
     ids = np.empty(max(k, 0), dtype=np.int64)
     scores = np.empty(max(k, 0), dtype=np.float64)
     stats = np.zeros(3, dtype=np.int64)
@@ -88,7 +89,7 @@ def run_topk(table, query, n_seg, idf, mask, k):
     ids2 = np.empty(max(k, 0), dtype=np.int64)
     stats2 = np.zeros(4, dtype=np.int64)
     n_docs = int(table[:, 8].sum())  # N_ROWS
-    got2 = lex_query(table, q, n_docs, K1, mask, k, ids2, np.empty(max(k, 0)), stats2, fs, np.empty(scratch_size(), dtype=np.int64))
+    got2 = lex_query(table, *index, q, n_docs, K1, mask, k, ids2, np.empty(max(k, 0)), stats2, fs, np.empty(scratch_size(), dtype=np.int64))
     assert ids2[:got2].tolist() == ids[:got].tolist() and stats2[3] == df.sum()
     return ids[:got], scores[:got], starts, ends, df, stats
 
@@ -116,7 +117,7 @@ def check(docs, query, mask_list, k, mask_dtype=np.uint8, drop_absent=True, bits
     n = len(mask_list)
     some = np.sort(np.array([g for g in range(n) if g % 3 != 1] + ([0] if n else []), dtype=np.int64))
     out = np.full(len(some), -1.0)
-    lex_score_docs(table, starts, ends, idf, K1, some, out)
+    lex_score_docs(table[0], starts, ends, idf, K1, some, out)
     assert out.tolist() == [model.get(g, 0.0) for g in some.tolist()]
     return stats
 
@@ -206,7 +207,7 @@ def test_dense_index_locates_every_posting(seed, n_rows, n_terms):
 def test_lex_topk_refuses_short_scratch():
 
 
-    table, keep, segs = make_table([[[0, 1], [1]]], 2)
+    (table, _), keep, segs = make_table([[[0, 1], [1]]], 2)
     z = np.zeros((1, 1), dtype=np.int64)
     with pytest.raises(ValueError):
         lex_topk(table, z, z + 1, z - 1, np.ones(1), K1, np.ones(2, np.uint8), 1, np.empty(1, np.int64), np.empty(1),
@@ -242,14 +243,14 @@ def test_lex_topk_large_segments(k, bitsets):
         posts.append((post, norms, base))
         base += len(lens)
     n = base
-    table, keep = segment_table(segs)
-    query = np.array([0, 3, 7, 150, 299, 1000], dtype=np.int64)  # common to rare, and one absent
+    table, index, keep = segment_table(segs)
+    query = np.array([0, 3, 7, 150, 299, 1000, -1], dtype=np.int64)  # common to rare, and one absent
     mask = (rng.random(n) < 0.6).astype(np.uint8)
     ids = np.empty(k, dtype=np.int64)
     scores = np.empty(k)
     stats = np.zeros(4, dtype=np.int64)
     fs = np.zeros(scratch_size())
-    got = lex_query(table, query, n, K1, mask, k, ids, scores, stats, fs, np.zeros(scratch_size(), dtype=np.int64))
+    got = lex_query(table, *index, query, n, K1, mask, k, ids, scores, stats, fs, np.zeros(scratch_size(), dtype=np.int64))
     assert not fs[: 2 * WINDOW].any()
     # the model: every document scored, in the kernels' order of addition
     df = np.zeros(len(query), dtype=np.int64)

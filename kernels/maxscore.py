@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 from numba import carray, njit, types
+from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from .topk import heap_push, heap_sorted
@@ -64,6 +65,30 @@ def _popcount(typingctx, x):
         return builder.ctpop(args[0])
 
     return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask for the cache line of ``arr[idx]`` (no fault if out of bounds: a prefetch is a hint).
+
+    The leg's random loads (norms, mask, bitsets of rows taken from postings) miss the cache
+    after the vector scan; asking a few postings ahead overlaps those misses.
+    """
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i32 = cgutils.int32_t
+        fnty = cgutils.ir.FunctionType(cgutils.ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, cgutils.voidptr_t), i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return types.void(arr, idx), codegen
+
+
+AHEAD = 16  # postings or candidates ahead to prefetch
 
 
 @njit(cache=True, nogil=True)
@@ -319,7 +344,12 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
             base = table[s, BASE]
             nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
             floor = 1 if n < k else _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
-            for p in range(starts[t, s], ends[t, s]):
+            e = ends[t, s]
+            for p in range(starts[t, s], e):
+                q = p + AHEAD
+                if q < e and tfs[q] >= floor:
+                    _prefetch(norms, docs[q])
+                    _prefetch(mask, base + docs[q])
                 if tfs[p] < floor:
                     continue  # cannot beat the k-th best so far, whatever its row's length: no load of its norm
                 r = docs[p]
@@ -453,6 +483,10 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                         r = docs[p]
                         if r >= hi_row:
                             break
+                        q = p + AHEAD
+                        if q < e and tfs[q] >= floor:
+                            _prefetch(norms, docs[q])
+                            _prefetch(mask, base + docs[q])
                         if tfs[p] >= floor:  # else no row length lets it reach the threshold: no load of its norm
                             tf = float(tfs[p])
                             c = wj * tf * k1p / (tf + norms[r])
@@ -488,6 +522,11 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                             p += 1
                         read += p - pos[j]
                         pos[j] = p
+                    for x in range(m):
+                        i = touched[x]
+                        if buf[i] + rest >= theta:
+                            _prefetch(mask, base + lo + i)
+                            _prefetch(norms, lo + i)
                     n_sv = 0
                     for x in range(m):
                         i = touched[x]
@@ -543,6 +582,12 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                     sl = slot[j]
                     kept = 0
                     for x in range(live):
+                        xa = x + AHEAD
+                        if xa < live:
+                            da = l_row[xa]
+                            _prefetch(norms, da)
+                            if sl >= 0:
+                                _prefetch(bits, 2 * (sl * n_words + (da >> 6)))
                         d = l_row[x]
                         score = l_part[x]
                         if l_ness[x] > j:

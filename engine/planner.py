@@ -230,7 +230,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     return out_ids[:got], extra
 
 
-def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple]:
+def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
     """The snapshot's segment table and term index for the MaxScore kernels (built on first use, kept with the snapshot)."""
     cached = snap.__dict__.get("_lex_table")
     if cached is None:
@@ -242,8 +242,8 @@ def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple]:
                 for p in (e.postings,)
             ]
         )
-        cached = snap.__dict__["_lex_table"] = (table, index, keep)  # keep: the arrays the table points into
-    return cached[0], cached[1]
+        cached = snap.__dict__["_lex_table"] = (table, index, keep)
+    return cached  # keep (the arrays the table holds addresses of): the caller holds it while the kernels run
 
 
 def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
@@ -255,7 +255,7 @@ def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
     return fs, _buffers.lex_i
 
 
-def _dense_index(entry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dense_index(entry) -> tuple[np.ndarray, np.ndarray]:
     """The segment's bitsets of common terms (``kernels.maxscore.dense_index``), kept with the entry across snapshots."""
     cached = entry.__dict__.get("_dense_index")
     if cached is None or cached[0] is not entry.postings:
@@ -266,7 +266,8 @@ def _dense_index(entry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
     """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
-    table, index = _lex_table(snap)
+    # `keep` stays referenced here: another thread may replace the cached table meanwhile.
+    table, index, keep = _lex_table(snap)
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(4, dtype=np.int64)
     fs, is_ = _lex_scratch()
@@ -287,6 +288,7 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
         info["method"] = (
             f"maxscore ({len(ids)} terms, {stats[3]} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
         )
+    del keep
     return out_ids[:got], extra
 
 

@@ -17,11 +17,7 @@ from mempp.kernels import (
     batch_topk,
     heap_push_many,
     bm25_accumulate,
-    bm25_accumulate_dense,
     bm25_idf,
-    bm25_probe,
-    dense_topk,
-    kth_touched,
     rescore_exact,
     candidate_moments,
     clear_touched,
@@ -30,10 +26,10 @@ from mempp.kernels import (
     masked_dot_max,
     masked_dot_topk,
     sparse_moments,
-    topk_touched,
     with_neighbours,
 )
 from mempp.kernels.int8dot import Int8Query, batch_scan
+from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
@@ -43,8 +39,6 @@ from .types import LEGS
 
 K1 = 1.2
 B = 0.75
-DENSE_SHARE = 1 / 32  # postings per document above which the lexical leg accumulates densely
-MAXSCORE_SHARE = 1 / 8  # postings per document MaxScore may score in full before it gives way to dense
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
 BATCH_KEEP_PER_CANDIDATES = 50  # bulk scoring (int8 queries, a wider error bound): a query not certified is answered alone
@@ -172,10 +166,9 @@ def lexical_leg(
 ):
     """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc.
 
-    Three exact strategies: MaxScore (the rarest terms in full, the common ones only probed
-    for documents that can still reach the top ``depth``), dense accumulation (common terms,
-    no pruning possible) and sparse accumulation (few postings, or thread context).
-    ``info["method"]`` says which ran.
+    Without thread context: document-at-a-time MaxScore over every segment in one kernel call
+    (``kernels.maxscore``; exact, scores in float64). With it: sparse accumulation of every
+    posting, then the neighbours' lift (``kernels.context``). ``info["method"]`` says which ran.
     """
     try:
         return _lexical_leg(snap, question, mask, n_cand, opt, score_for, info)
@@ -191,35 +184,21 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(ids) == 0 or snap.n_docs == 0:
         return np.zeros(0, dtype=np.int64), extra
+    context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
+    if not context:
+        return _lexical_topk(snap, ids, mask, opt.depth, score_for, info)
     looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
     df = np.zeros(len(ids), dtype=np.int64)
     for _, _, _, dfs in looked:
         df += dfs
     idf = bm25_idf(snap.n_docs, df)
-    context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
     full, touched = _scratch(snap.n_docs)
     scores = full[: snap.n_docs]
     n = 0
     avgdl = snap.avg_length
     depth = opt.depth
-    if not context and len(ids) > 1:
-        done = _maxscore(snap, looked, idf, df, mask, depth, scores, touched, score_for, info)
-        if done is not None:
-            return done
-    if not context and df.sum() >= DENSE_SHARE * snap.n_docs:
-        if info is not None:
-            info["method"] = "dense"
-        for entry, starts, ends, dfs in looked:
-            if dfs.any():
-                post = entry.postings
-                bm25_accumulate_dense(post.docs, post.tfs, starts, ends, idf, entry.norms(avgdl, K1, B), K1, entry.base, scores)
-        if len(score_for):
-            extra = scores[score_for].astype(np.float64)
-        out_ids = np.empty(depth, dtype=np.int64)
-        got = dense_topk(scores, mask, depth, out_ids, np.empty(depth, dtype=np.float32))  # zeroes the accumulator
-        return out_ids[:got], extra
     if info is not None:
-        info["method"] = "sparse" + (" with thread context" if context else "")
+        info["method"] = "sparse with thread context"
     for entry, starts, ends, dfs in looked:
         if not dfs.any():
             continue
@@ -228,7 +207,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
             post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
         )
     out_ids = np.empty(depth, dtype=np.int64)
-    if context and n:
+    if n:
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
         mu, sigma = sparse_moments(scores, touched, n, n_cand)
@@ -246,73 +225,70 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
                 opt.context_max,
             )
     else:
-        out_scores = np.empty(depth, dtype=np.float32)
-        got = topk_touched(scores, touched, n, depth, out_ids, out_scores)
-        if len(score_for):
-            extra = scores[score_for].astype(np.float64)
+        got = 0
     clear_touched(scores, touched, n)
     return out_ids[:got], extra
 
 
-def _maxscore(snap: Snapshot, looked, idf, df, mask, depth, scores, touched, score_for, info):
-    """MaxScore over the query terms, rarest first; None (accumulator clean) when it cannot prune cheaply.
-
-    A term adds at most ``idf * (k1 + 1)`` to any document. Once the ``depth``-th best score
-    so far exceeds what all remaining terms could add, no untouched document can enter the
-    top ``depth``: the remaining terms are only probed (binary search) for touched documents
-    that can still reach it, and for ``score_for``. Exact: the same top ``depth`` as full scoring.
-    """
-    order = np.argsort(-idf, kind="stable")
-    ub = idf[order] * (K1 + 1.0)
-    rest = np.concatenate([np.cumsum(ub[::-1])[::-1], [0.0]]) * (1 + 1e-6) + 1e-6  # margin for float32 rounding
-    budget = MAXSCORE_SHARE * snap.n_docs
-    avgdl = snap.avg_length
-    n = 0
-    processed = 0
-    for i, t in enumerate(order.tolist()):
-        if n >= depth:
-            theta = kth_touched(scores, touched, n, depth)
-            if rest[i] < theta:
-                return _probe_rest(snap, looked, idf, order[i:], rest[i], theta, depth, scores, touched, n, score_for, info, i)
-        if processed + df[t] > budget:
-            clear_touched(scores, touched, n)
-            return None
-        for entry, starts, ends, dfs in looked:
-            if dfs[t]:
-                post = entry.postings
-                n = bm25_accumulate(
-                    post.docs, post.tfs, starts[t : t + 1], ends[t : t + 1], idf[t : t + 1], entry.segment.lengths, avgdl, K1, B,
-                    mask, entry.base, scores, touched, n,
-                )
-        processed += int(df[t])
-    return _probe_rest(snap, looked, idf, order[:0], 0.0, 0.0, depth, scores, touched, n, score_for, info, len(order))
-
-
-def _probe_rest(snap, looked, idf, remaining, rest_ub, theta, depth, scores, touched, n, score_for, info, n_full):
-    cand = touched[:n]
-    probe = cand[scores[cand] + rest_ub >= theta] if len(remaining) else cand[:0]
-    if len(score_for):
-        probe = np.union1d(probe, score_for)
-    probe = np.sort(probe)
-    if len(remaining) and len(probe):
+def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
+    """The snapshot's segment table and term index for the MaxScore kernels (built on first use, kept with the snapshot)."""
+    cached = snap.__dict__.get("_lex_table")
+    if cached is None:
         avgdl = snap.avg_length
-        cuts = np.searchsorted(probe, [e.base for e, *_ in looked] + [snap.n_docs])
-        for j, (entry, starts, ends, dfs) in enumerate(looked):
-            docs = probe[cuts[j] : cuts[j + 1]]
-            if not len(docs):
-                continue
-            norms = entry.norms(avgdl, K1, B)
-            for t in remaining.tolist():
-                if dfs[t]:
-                    bm25_probe(entry.postings.docs, entry.postings.tfs, starts[t], ends[t], idf[t], norms, K1, entry.base, docs, scores)
-    extra = scores[score_for].astype(np.float64) if len(score_for) else np.zeros(0, dtype=np.float64)
+        table, index, keep = segment_table(
+            [
+                (p.docs, p.tfs, e.norms(avgdl, K1, B), p.terms, p.starts, p.dfs, e.base, _dense_index(e))
+                for e in snap.segments
+                for p in (e.postings,)
+            ]
+        )
+        cached = snap.__dict__["_lex_table"] = (table, index, keep)
+    return cached  # keep (the arrays the table holds addresses of): the caller holds it while the kernels run
+
+
+def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
+    """This thread's scratch buffers for :func:`lex_topk` (the float one all zero between queries)."""
+    fs = getattr(_buffers, "lex_f", None)
+    if fs is None:
+        fs = _buffers.lex_f = np.zeros(scratch_size(), dtype=np.float64)
+        _buffers.lex_i = np.zeros(scratch_size(), dtype=np.int64)
+    return fs, _buffers.lex_i
+
+
+def _dense_index(entry) -> tuple[np.ndarray, np.ndarray]:
+    """The segment's bitsets of common terms (``kernels.maxscore.dense_index``), kept with the entry across snapshots."""
+    cached = entry.__dict__.get("_dense_index")
+    if cached is None or cached[0] is not entry.postings:
+        post = entry.postings
+        cached = entry.__dict__["_dense_index"] = (post, dense_index(post.docs, post.starts, post.dfs, entry.segment.n))
+    return cached[1]
+
+
+def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
+    """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
+    # `keep` stays referenced here: another thread may replace the cached table meanwhile.
+    table, index, keep = _lex_table(snap)
     out_ids = np.empty(depth, dtype=np.int64)
-    got = topk_touched(scores, touched, n, depth, out_ids, np.empty(depth, dtype=np.float32))
-    clear_touched(scores, touched, n)
+    stats = np.zeros(4, dtype=np.int64)
+    fs, is_ = _lex_scratch()
+    got = lex_query(table, *index, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    extra = np.zeros(len(score_for), dtype=np.float64)
     if len(score_for):
-        scores[score_for] = 0.0
+        n_seg = table.shape[0]
+        starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+        df = np.empty(len(ids), dtype=np.int64)
+        idf = np.empty(len(ids), dtype=np.float64)
+        lex_lookup(*index, ids, starts, ends, df, slots)
+        lex_idf(snap.n_docs, df, idf)
+        order = np.argsort(score_for, kind="stable")
+        sorted_scores = np.empty(len(score_for), dtype=np.float64)
+        lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
+        extra[order] = sorted_scores
     if info is not None:
-        info["method"] = f"maxscore ({n_full} of {n_full + len(remaining)} terms in full, {len(probe)} documents probed)"
+        info["method"] = (
+            f"maxscore ({len(ids)} terms, {stats[3]} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
+        )
+    del keep
     return out_ids[:got], extra
 
 

@@ -48,6 +48,7 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     s = run["session"]
     assert s["masks_equal_workload"] == 40
     assert s["lexical_top10_equal_numpy_oracle"] == 40
+    assert s["lexical_k10_equal_numpy_oracle"] == 40
     assert s["vector_recall10_vs_float32"] == 1.0
     assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
     assert "| 3,000 | hybrid |" in capsys.readouterr().out

@@ -273,9 +273,10 @@ def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
                 if len(terms) and any(t in snap.term_ids for t in terms):
                     assert np.allclose(extra, [oracle.get(g, 0.0) for g in score_for.tolist()], rtol=1e-5), (question, info)
                 methods.append(info.get("method", "none"))
-    pruned = [m for m in methods if m.startswith("maxscore") and m.split()[1] != m.split()[3].rstrip(",")]
-    assert pruned, methods  # some queries left terms to probing
-    assert "dense" in methods and any(m.startswith("sparse") for m in methods)
+    assert all(m.startswith("maxscore") or m == "none" for m in methods), set(methods)
+    # MaxScore skipped documents: some queries scored fewer documents than they enumerated
+    counts = [[int(w) for w in m.replace("(", " ").replace(",", " ").split() if w.isdigit()] for m in methods if m != "none"]
+    assert any(c[3] < c[2] for c in counts), methods
     # the leg leaves its accumulator clean for the next query
     full, _ = P._scratch(1)
     assert not full.any()

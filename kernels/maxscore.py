@@ -1,0 +1,696 @@
+"""The lexical leg's top ``k`` over every segment in one kernel call: MaxScore.
+
+A store has many segments, each with its own postings (``storage.postings``); calling a
+kernel per segment and per term costs more in Python than the scoring itself on a small
+query. Here the segments are described once per snapshot by a table of raw addresses
+(:func:`segment_table`, one int64 row per segment), and one call (:func:`lex_query`) looks
+up the query terms in every segment, weighs them and ranks.
+
+MaxScore (Turtle and Flood, 1995): the query terms are ordered by their upper bound
+``idf * (k1 + 1)``; the longest prefix of low-bound terms whose bounds sum to less than the
+score to beat is *non-essential*: a document holding only those cannot enter the top ``k``.
+Documents are enumerated from the essential terms' postings only, and completed in the
+non-essential ones (a bitset for a common term, :func:`dense_index`; a search otherwise)
+only while their partial score plus the remaining bounds can still beat the threshold.
+Exact: the same top ``k`` as scoring every document, ties to the higher id (as in
+:func:`heap_push`). Scores are float64 sums of the terms' float64 contributions, added in
+one fixed order (terms by decreasing bound), whatever was pruned.
+
+The work is mostly cache misses (the leg runs after the vector scan has flushed the
+caches), so the kernels read postings in order and complete candidates one term at a time
+over a sorted batch (independent loads the processor overlaps) rather than one candidate
+at a time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
+
+from .topk import heap_push, heap_sorted
+
+# Columns of a segment table row.
+DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, N_WORDS, N_DWORDS, NMIN = range(15)
+N_COLS = 15
+_DTYPES = {
+    DOCS: np.int32, TFS: np.uint32, NORMS: np.float64, TERMS: np.int32, TSTARTS: np.int64, TDFS: np.int32,
+    DSLOT: np.int32, DBITS: np.uint64, NMIN: np.float64,
+}
+TF_SLACK = 1.0 + 1e-12  # a bound from tf alone is inflated by this, far above the rounding of its few operations
+TF_TABLE = 16  # tf-only bounds tabulated for tf < TF_TABLE; above, the term's bound idf * (k1 + 1)
+TF_CAP = 1 << 20
+BOUND_MARGIN = 1e-9  # relative slack on the bounds, far above float64 rounding of a few additions
+DENSE_SHARE = 1 / 16  # a term in at least this share of a segment's rows gets a bitset there
+
+
+@intrinsic
+def _voidptr(typingctx, addr):
+    """An int64 address as a void pointer (for ``numba.carray``)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(types.int64), codegen
+
+
+@intrinsic
+def _popcount(typingctx, x):
+    """Set bits of a uint64."""
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask for the cache line of ``arr[idx]`` (no fault if out of bounds: a prefetch is a hint).
+
+    The leg's random loads (norms, mask, bitsets of rows taken from postings) miss the cache
+    after the vector scan; asking a few postings ahead overlaps those misses.
+    """
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i32 = cgutils.int32_t
+        fnty = cgutils.ir.FunctionType(cgutils.ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, cgutils.voidptr_t), i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return types.void(arr, idx), codegen
+
+
+AHEAD = 16  # postings or candidates ahead to prefetch
+
+
+@njit(cache=True, nogil=True)
+def _fill_bitsets(docs, tstarts, tdfs, slot_of, n_words, bits):
+    for a in range(slot_of.shape[0]):
+        sl = slot_of[a]
+        if sl < 0:
+            continue
+        off = 2 * sl * n_words
+        for p in range(tstarts[a], tstarts[a] + tdfs[a]):
+            r = docs[p]
+            bits[off + 2 * (r >> 6)] |= np.uint64(1) << np.uint64(r & 63)
+        count = np.uint64(0)
+        for i in range(n_words):
+            bits[off + 2 * i + 1] = count
+            count += _popcount(bits[off + 2 * i])
+
+
+def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bitsets of a segment's common terms: (slot of each term or -1, bits), for :func:`segment_table`.
+
+    A term held by at least ``DENSE_SHARE`` of the rows gets ``2 * ceil(n_rows / 64)`` uint64
+    at ``bits[2 * slot * n_words:]``: per 64 rows, the word of rows held (row r: bit r % 64 of
+    word r // 64) then how many rows the words before it hold, side by side so one cache line
+    serves both. Its posting of row r is at ``start + rank + popcount(lower bits)``: MaxScore
+    completes a candidate in a common term without a search. Depends on the postings only
+    (not on the store's statistics), so a segment's index outlives snapshots.
+    """
+    tdfs = np.asarray(tdfs)
+    dense = tdfs >= max(1.0, DENSE_SHARE * n_rows)
+    slot_of = np.where(dense, np.cumsum(dense) - 1, -1).astype(np.int32)
+    n_words = (n_rows + 63) // 64
+    bits = np.zeros(2 * int(dense.sum()) * n_words, dtype=np.uint64)
+    if len(bits):
+        _fill_bitsets(
+            np.ascontiguousarray(docs, dtype=np.int32), np.ascontiguousarray(tstarts, dtype=np.int64),
+            np.ascontiguousarray(tdfs, dtype=np.int32), slot_of, n_words, bits,
+        )
+    return slot_of, bits
+
+
+def segment_table(segments) -> tuple[np.ndarray, tuple, list]:
+    """The int64 table (one row per segment) the kernels read postings through, the term index, and what they point into.
+
+    The term index (``off, seg, start, df, slot``) lists, for each term id ``q``, at
+    ``off[q]:off[q + 1]``, the segments holding it (in table order) with its run and bitset
+    slot there: a query term is found with a couple of loads instead of a binary search in
+    every segment's dictionary (cache misses, with many segments).
+
+    ``segments``: (docs, tfs, norms, terms, term_starts, term_dfs, base, dense) per segment, as
+    in ``storage.postings.Postings`` (``norms``: :func:`bm25_norms` of the rows' lengths;
+    ``dense``: :func:`dense_index` of the segment, or None for none). Arrays of another dtype or
+    layout are copied. The caller must keep the returned list alive as long as the table is
+    used: the table holds bare addresses.
+    """
+    table = np.zeros((len(segments), N_COLS), dtype=np.int64)
+    keep: list = []
+    parts: list = []
+    for s, (docs, tfs, norms, terms, starts, dfs, base, dense) in enumerate(segments):
+        if dense is None:
+            dense = (np.full(len(terms), -1, dtype=np.int32), np.zeros(0, dtype=np.uint64))
+        nmin = np.array([np.min(norms) if len(norms) else 0.0], dtype=np.float64)  # bounds from tf alone use it
+        cols = (DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, DSLOT, DBITS, NMIN)
+        for col, a in zip(cols, (docs, tfs, norms, terms, starts, dfs, *dense, nmin)):
+            a = np.ascontiguousarray(a, dtype=_DTYPES[col])
+            if len(a) == 0:
+                a = np.zeros(1, dtype=_DTYPES[col])  # a valid address even when empty
+            keep.append(a)
+            table[s, col] = a.ctypes.data
+        table[s, N_TERMS] = len(terms)
+        table[s, N_POST] = len(docs)
+        table[s, N_ROWS] = len(norms)
+        table[s, BASE] = base
+        table[s, N_WORDS] = (len(norms) + 63) // 64
+        table[s, N_DWORDS] = len(dense[1])
+        parts.append((np.asarray(terms, dtype=np.int64), s, starts, dfs, dense[0]))
+    index = _term_index(parts)
+    return table, index, keep
+
+
+def _term_index(parts) -> tuple:
+    n_terms = max([int(t.max()) + 1 for t, *_ in parts if len(t)] + [0])
+    terms = np.concatenate([t for t, *_ in parts]) if parts else np.zeros(0, dtype=np.int64)
+    order = np.argsort(terms, kind="stable")  # stable: segments stay in table order within a term
+    off = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=off[1:])
+
+    def cat(i, dtype):
+        a = np.concatenate([np.asarray(x[i]) for x in parts]) if parts else np.zeros(0)
+        return np.ascontiguousarray(a[order], dtype=dtype)
+
+    seg = np.concatenate([np.full(len(t), s_, dtype=np.int32) for t, s_, *_ in parts]) if parts else np.zeros(0, np.int32)
+    return off, np.ascontiguousarray(seg[order]), cat(2, np.int64), cat(3, np.int32), cat(4, np.int32)
+
+
+@njit(cache=True, nogil=True)
+def lex_lookup(off, tseg, tstart, tdf, tslot, qterms, starts, ends, df, slots):
+    """Each query term's run ``[starts[t, s], ends[t, s])`` in segment ``s``, and its store-wide ``df[t]``.
+
+    ``off, tseg, tstart, tdf, tslot``: the term index of :func:`segment_table`; ``qterms``:
+    int64 term ids; a term absent from a segment has an empty run there. ``slots[t, s]``: the
+    term's bitset in segment ``s`` (:func:`dense_index`), -1 for none.
+    """
+    for t in range(qterms.shape[0]):
+        df[t] = 0
+        for s in range(starts.shape[1]):
+            starts[t, s] = 0
+            ends[t, s] = 0
+            slots[t, s] = -1
+        q = qterms[t]
+        if q < 0 or q >= off.shape[0] - 1:
+            continue
+        for e in range(off[q], off[q + 1]):
+            s = tseg[e]
+            starts[t, s] = tstart[e]
+            ends[t, s] = tstart[e] + tdf[e]
+            df[t] += tdf[e]
+            slots[t, s] = tslot[e]
+
+
+@njit(cache=True, nogil=True)
+def lex_idf(n_docs, df, out):
+    """``out[t] = ln(1 + (N - df + 0.5) / (df + 0.5))`` (Lucene), as :func:`lex_query` weighs the terms."""
+    for t in range(df.shape[0]):
+        d = float(df[t])
+        out[t] = math.log1p((n_docs - d + 0.5) / (d + 0.5))
+
+
+@njit(cache=True, inline="always")
+def _seek(docs, lo, end, target):
+    """First position in ``docs[lo:end]`` (sorted rows) holding a row >= ``target``; ``end`` when none.
+
+    Interpolates from the run's density (rows of a term are spread evenly, near enough), then
+    gallops from the guess towards the answer and finishes by binary search: a few probes
+    close together instead of a search over the whole gap.
+    """
+    if lo >= end or docs[lo] >= target:
+        return lo
+    last = docs[end - 1]
+    if last < target:
+        return end
+    first = docs[lo]  # first < target <= last, so end - 1 > lo
+    g = lo + np.int64(float(target - first) * float(end - 1 - lo) / float(last - first))
+    if g <= lo:
+        g = lo + 1
+    if g > end - 1:
+        g = end - 1
+    if docs[g] >= target:  # the answer is in (lo, g]: gallop back
+        hi = g
+        step = 1
+        a = g - 1
+        while a > lo and docs[a] >= target:
+            hi = a
+            a -= step
+            step <<= 1
+        if a < lo:
+            a = lo
+    else:  # docs[g] < target <= docs[end - 1]: gallop forward
+        a = g
+        step = 1
+        hi = g + 1
+        while docs[hi] < target:
+            a = hi
+            step <<= 1
+            hi = a + step
+            if hi >= end - 1:
+                hi = end - 1
+                break
+    # docs[a] < target <= docs[hi]
+    lo2 = a + 1
+    while lo2 < hi:
+        m = (lo2 + hi) >> 1
+        if docs[m] < target:
+            lo2 = m + 1
+        else:
+            hi = m
+    return lo2
+
+
+WINDOW = 4096  # rows of a segment whose essential postings are accumulated together
+CAND = 16384  # documents of a segment kept for completion before they are completed
+
+
+def scratch_size() -> int:
+    """Length of each of :func:`lex_topk`'s scratch buffers."""
+    return 2 * WINDOW + 4 * CAND
+
+
+@njit(cache=True, inline="always")
+def _tf_ub(wj, k1p, nmin, tf):
+    """A bound on a posting's contribution from its tf alone: the segment's least norm in place of its row's."""
+    return wj * tf * k1p / (tf + nmin) * TF_SLACK
+
+
+@njit(cache=True, nogil=True)
+def _tf_floor(wj, k1p, nmin, rest, theta):
+    """The least tf whose bound plus ``rest`` reaches ``theta``: a posting with a lower tf cannot.
+
+    (The bound grows with tf; ``TF_SLACK`` covers rounding.) ``TF_CAP`` when none below it does.
+    """
+    if _tf_ub(wj, k1p, nmin, 1.0) + rest >= theta:
+        return 1
+    lo = 1
+    hi = 2
+    while _tf_ub(wj, k1p, nmin, float(hi)) + rest < theta:
+        lo = hi
+        hi *= 2
+        if hi >= TF_CAP:
+            return TF_CAP
+    while hi - lo > 1:  # bound(lo) < theta - rest <= bound(hi)
+        mid = (lo + hi) >> 1
+        if _tf_ub(wj, k1p, nmin, float(mid)) + rest >= theta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed the threshold
+
+
+@njit(cache=True, nogil=True)
+def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
+    """A score the k-th best document reaches for sure: the best k-th single-term contribution.
+
+    Over the rarer terms (each in at most ``SEED_SHARE`` of the documents; reading them twice
+    is cheap): a masked document's full score is at least any one of its terms'
+    contributions, so the k-th best contribution of one term is a lower bound on the k-th
+    best score. It spares the enumeration of common terms' postings while the threshold
+    would otherwise still be low. -1.0 when no such term has k masked documents.
+    """
+    nt = w.shape[0]
+    hs = np.empty(k, dtype=np.float64)
+    hi = np.empty(k, dtype=np.int64)
+    best = -1.0
+    for j in range(nt - 1, -1, -1):
+        if w[j] * (k1 + 1.0) <= best:
+            break  # this term's and every lower-bound term's contributions are below the seed already
+        t = order[j]
+        df = 0
+        for s in range(table.shape[0]):
+            df += ends[t, s] - starts[t, s]
+        if df < k or df > SEED_SHARE * n_docs:
+            continue
+        stats[2] += df
+        n = 0
+        wj = w[j]
+        for s in range(table.shape[0]):
+            n_post = table[s, N_POST]
+            docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
+            tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
+            norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
+            base = table[s, BASE]
+            nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
+            floor = 1 if n < k else _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
+            e = ends[t, s]
+            for p in range(starts[t, s], e):
+                q = p + AHEAD
+                if q < e and tfs[q] >= floor:
+                    _prefetch(norms, docs[q])
+                    _prefetch(mask, base + docs[q])
+                if tfs[p] < floor:
+                    continue  # cannot beat the k-th best so far, whatever its row's length: no load of its norm
+                r = docs[p]
+                tf = float(tfs[p])
+                c = wj * tf * (k1 + 1.0) / (tf + norms[r])
+                # test the heap's worst here: a call per posting (array arguments are reference-counted) costs more than the scan
+                if (n < k or c > hs[0]) and mask[base + r]:
+                    n = heap_push(hs, hi, n, k, c, base + r)
+                    if n == k:
+                        floor = _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
+        if n == k and hs[0] > best:
+            best = hs[0]
+    return best
+
+
+@njit(cache=True, nogil=True)
+def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
+    """Best ``k`` masked documents by BM25 over all segments into ``out_*`` (best first); return how many.
+
+    ``starts``/``ends``/``slots``: :func:`lex_lookup`'s; ``weights[t]``: the term's idf. Documents
+    score ``sum_t w_t tf (k1 + 1) / (tf + norm)`` over the terms they hold, ``norm`` from the
+    table's per-row ``norms``. ``stats`` (int64, 3): postings of essential terms read,
+    documents completed, postings read to seed the threshold. ``fscratch`` (float64) and ``iscratch`` (int64), each of
+    :func:`scratch_size`: the caller's buffers (allocating them per call costs page faults);
+    ``fscratch[:2 * WINDOW]`` must be all zero and is left so.
+
+    Enumeration: the essential terms' postings are read a window of ``WINDOW`` rows at a time
+    (one term alone: straight from its postings; several: added up in a small buffer, no
+    merge of cursors). A masked document whose partial score plus the non-essential bounds
+    reaches the threshold is kept as a candidate, with its partial score. Any masked
+    document's full score is at least its partial score (float64 additions of non-negative
+    numbers never go below an addend), so the k-th best partial score so far is a threshold
+    too, and the essential set shrinks as it rises. Completion, at the end of a segment (or
+    when the candidates fill their buffer): candidates still able to reach the threshold are
+    completed in row order by a search in the non-essential terms' postings and offered to
+    the heap, whose k-th best score raises the threshold further. The threshold starts at
+    :func:`_seed_threshold`.
+    """
+    nt = weights.shape[0]
+    n_seg = table.shape[0]
+    stats[0] = 0
+    stats[1] = 0
+    stats[2] = 0
+    if nt == 0 or k <= 0:
+        return 0
+    # Terms by increasing bound: position j of `order` is term order[j].
+    ub = np.empty(nt, dtype=np.float64)
+    for t in range(nt):
+        ub[t] = weights[t] * (k1 + 1.0)
+    order = np.argsort(ub, kind="mergesort")
+    w = np.empty(nt, dtype=np.float64)
+    prefix = np.empty(nt + 1, dtype=np.float64)  # prefix[j]: bound on what terms order[:j] add together
+    prefix[0] = 0.0
+    for j in range(nt):
+        w[j] = weights[order[j]]
+        prefix[j + 1] = prefix[j] + ub[order[j]]
+    for j in range(nt + 1):
+        prefix[j] = prefix[j] * (1.0 + BOUND_MARGIN)
+    k1p = k1 + 1.0
+    n_docs = 0
+    for s in range(n_seg):
+        n_docs += table[s, N_ROWS]
+    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats)  # -1: admit everything
+    ness = 0  # terms order[:ness] are non-essential
+    while ness < nt and prefix[ness + 1] < theta:
+        ness += 1
+    hs = np.empty(k, dtype=np.float64)  # the result heap: full scores
+    hi = np.empty(k, dtype=np.int64)
+    n = 0
+    ps = np.empty(k, dtype=np.float64)  # the best k partial scores
+    pi = np.empty(k, dtype=np.int64)
+    pn = 0
+    pos = np.empty(nt, dtype=np.int64)
+    end = np.empty(nt, dtype=np.int64)
+    first = np.empty(nt, dtype=np.int64)
+    slot = np.empty(nt, dtype=np.int64)
+    if fscratch.shape[0] < 2 * WINDOW + 4 * CAND or iscratch.shape[0] < 2 * WINDOW + 4 * CAND:
+        raise ValueError("lex_topk: scratch buffers shorter than scratch_size()")
+    buf = fscratch[:WINDOW]  # per window row: the bound from tf alone, then -1 for a survivor
+    ex = fscratch[WINDOW : 2 * WINDOW]  # per surviving window row: the exact partial score
+    c_part = fscratch[2 * WINDOW : 2 * WINDOW + CAND]
+    l_part = fscratch[2 * WINDOW + CAND : 2 * WINDOW + 2 * CAND]
+    touched = iscratch[:WINDOW]
+    survivors = iscratch[WINDOW : 2 * WINDOW]
+    c_row = iscratch[2 * WINDOW : 2 * WINDOW + CAND]
+    c_ness = iscratch[2 * WINDOW + CAND : 2 * WINDOW + 2 * CAND]
+    l_row = iscratch[2 * WINDOW + 2 * CAND : 2 * WINDOW + 3 * CAND]
+    l_ness = iscratch[2 * WINDOW + 3 * CAND : 2 * WINDOW + 4 * CAND]
+    wstart = np.empty(nt, dtype=np.int64)
+    ubt = np.empty((nt, TF_TABLE), dtype=np.float64)
+    none = np.int64(1) << 40
+    read = 0
+    completed = 0
+    for s in range(n_seg):
+        n_post = table[s, N_POST]
+        docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
+        tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
+        norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
+        base = table[s, BASE]
+        n_words = table[s, N_WORDS]
+        bits = carray(_voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
+        nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
+        for j in range(nt):
+            pos[j] = starts[order[j], s]
+            end[j] = ends[order[j], s]
+            first[j] = pos[j]
+            slot[j] = slots[order[j], s]
+            for tf in range(1, TF_TABLE - 1):
+                ubt[j, tf] = _tf_ub(w[j], k1p, nmin, float(tf))
+            ubt[j, 0] = 0.0
+            ubt[j, TF_TABLE - 1] = w[j] * k1p * TF_SLACK  # any tf from here up
+        nc = 0
+        done = False
+        while not done:
+            # The window starts at the next row an essential term holds.
+            lo = none
+            for j in range(ness, nt):
+                if pos[j] < end[j] and docs[pos[j]] < lo:
+                    lo = docs[pos[j]]
+            done = lo == none
+            if not done:
+                hi_row = lo + WINDOW
+                rest = prefix[ness]
+                if ness == nt - 1:  # one essential term: straight from its postings
+                    j = nt - 1
+                    p = pos[j]
+                    e = end[j]
+                    wj = w[j]
+                    floor = _tf_floor(wj, k1p, nmin, rest, theta)
+                    while p < e:
+                        r = docs[p]
+                        if r >= hi_row:
+                            break
+                        q = p + AHEAD
+                        if q < e and tfs[q] >= floor:
+                            _prefetch(norms, docs[q])
+                            _prefetch(mask, base + docs[q])
+                        if tfs[p] >= floor:  # else no row length lets it reach the threshold: no load of its norm
+                            tf = float(tfs[p])
+                            c = wj * tf * k1p / (tf + norms[r])
+                            if c + rest >= theta and mask[base + r]:
+                                c_row[nc] = r
+                                c_part[nc] = c
+                                c_ness[nc] = ness
+                                nc += 1
+                                if pn < k or c > ps[0]:
+                                    pn = heap_push(ps, pi, pn, k, c, r)
+                                    if pn == k and ps[0] > theta:
+                                        theta = ps[0]
+                                        floor = _tf_floor(wj, k1p, nmin, rest, theta)
+                        p += 1
+                    read += p - pos[j]
+                    pos[j] = p
+                else:  # several: add them up over the window
+                    # First the bounds from tf alone (no norms: they are the cache misses) ...
+                    m = 0
+                    for j in range(nt - 1, ness - 1, -1):  # the kernels' fixed order of addition
+                        p = pos[j]
+                        wstart[j] = p
+                        e = end[j]
+                        while p < e:
+                            r = docs[p]
+                            if r >= hi_row:
+                                break
+                            i = r - lo
+                            if buf[i] == 0.0:  # bounds are positive: zero means not touched yet
+                                touched[m] = i
+                                m += 1
+                            buf[i] += ubt[j, min(tfs[p], TF_TABLE - 1)]
+                            p += 1
+                        read += p - pos[j]
+                        pos[j] = p
+                    for x in range(m):
+                        i = touched[x]
+                        if buf[i] + rest >= theta:
+                            _prefetch(mask, base + lo + i)
+                            _prefetch(norms, lo + i)
+                    n_sv = 0
+                    for x in range(m):
+                        i = touched[x]
+                        if buf[i] + rest >= theta and mask[base + lo + i]:
+                            buf[i] = -1.0
+                            survivors[n_sv] = i
+                            n_sv += 1
+                        else:
+                            buf[i] = 0.0
+                    # ... then the exact partial scores of the rows they leave, in the same order.
+                    if n_sv:
+                        for j in range(nt - 1, ness - 1, -1):
+                            wj = w[j]
+                            for p in range(wstart[j], pos[j]):
+                                i = docs[p] - lo
+                                if buf[i] < 0.0:
+                                    tf = float(tfs[p])
+                                    ex[i] += wj * tf * k1p / (tf + norms[docs[p]])
+                    for x in range(n_sv):
+                        i = survivors[x]
+                        c = ex[i]
+                        ex[i] = 0.0
+                        buf[i] = 0.0
+                        if c + rest >= theta:
+                            c_row[nc] = lo + i
+                            c_part[nc] = c
+                            c_ness[nc] = ness
+                            nc += 1
+                            if pn < k or c > ps[0]:
+                                pn = heap_push(ps, pi, pn, k, c, lo + i)
+                                if pn == k and ps[0] > theta:
+                                    theta = ps[0]
+                while ness < nt and prefix[ness + 1] < theta:
+                    ness += 1
+            if nc and (done or nc + WINDOW > CAND):
+                # Complete the candidates, one term at a time over the batch in row order (the
+                # search cursors only move forward; a term's loads are independent of each other).
+                srt = np.argsort(c_row[:nc])
+                live = 0
+                top = 0  # the most non-essential terms any live candidate lacks
+                for x in range(nc):
+                    y = srt[x]
+                    if c_part[y] + prefix[c_ness[y]] >= theta:
+                        l_row[live] = c_row[y]
+                        l_part[live] = c_part[y]
+                        l_ness[live] = c_ness[y]
+                        if c_ness[y] > top:
+                            top = c_ness[y]
+                        live += 1
+                for j in range(top - 1, -1, -1):
+                    bound = prefix[j + 1]
+                    wj = w[j]
+                    sl = slot[j]
+                    kept = 0
+                    for x in range(live):
+                        xa = x + AHEAD
+                        if xa < live:
+                            da = l_row[xa]
+                            _prefetch(norms, da)
+                            if sl >= 0:
+                                _prefetch(bits, 2 * (sl * n_words + (da >> 6)))
+                        d = l_row[x]
+                        score = l_part[x]
+                        if l_ness[x] > j:
+                            if score + bound < theta:
+                                continue  # cannot reach the threshold even with this term and the rest
+                            if sl >= 0:  # a common term: its bitset says whether and where
+                                wi = 2 * (sl * n_words + (d >> 6))
+                                word = bits[wi]
+                                b = np.uint64(d & 63)
+                                if (word >> b) & np.uint64(1):
+                                    below = word & ((np.uint64(1) << b) - np.uint64(1))
+                                    p = first[j] + np.int64(bits[wi + 1] + _popcount(below))
+                                    tf = float(tfs[p])
+                                    score += wj * tf * k1p / (tf + norms[d])
+                            else:
+                                p = _seek(docs, pos[j], end[j], d)
+                                pos[j] = p
+                                if p < end[j] and docs[p] == d:
+                                    tf = float(tfs[p])
+                                    score += wj * tf * k1p / (tf + norms[d])
+                                    pos[j] = p + 1
+                        l_row[kept] = d
+                        l_part[kept] = score
+                        l_ness[kept] = l_ness[x]
+                        kept += 1
+                    live = kept
+                for x in range(live):
+                    score = l_part[x]
+                    if score < theta:
+                        continue
+                    completed += 1
+                    g = base + l_row[x]
+                    if n < k or score > hs[0] or (score == hs[0] and g > hi[0]):
+                        n = heap_push(hs, hi, n, k, score, g)
+                        if n == k and hs[0] > theta:
+                            theta = hs[0]
+                nc = 0
+                while ness < nt and prefix[ness + 1] < theta:
+                    ness += 1
+    stats[0] = read
+    stats[1] = completed
+    return heap_sorted(hs, hi, n, out_scores, out_ids)
+
+
+@njit(cache=True, nogil=True)
+def lex_score_docs(table, starts, ends, weights, k1, docs, out):
+    """``out[i]``: the BM25 score of global document ``docs[i]`` (sorted, increasing), as :func:`lex_topk` sums it."""
+    nt = weights.shape[0]
+    n_seg = table.shape[0]
+    ub = np.empty(nt, dtype=np.float64)
+    for t in range(nt):
+        ub[t] = weights[t] * (k1 + 1.0)  # the order lex_topk adds in
+    order = np.argsort(ub, kind="mergesort")
+    pos = np.empty(nt, dtype=np.int64)
+    i = 0
+    for s in range(n_seg):
+        base = table[s, BASE]
+        rows = table[s, N_ROWS]
+        while i < docs.shape[0] and docs[i] < base:
+            out[i] = 0.0  # before this segment and not in an earlier one: no such document
+            i += 1
+        if i >= docs.shape[0]:
+            break
+        if docs[i] >= base + rows:
+            continue
+        n_post = table[s, N_POST]
+        pdocs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
+        tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
+        norms = carray(_voidptr(table[s, NORMS]), rows, np.float64)
+        for j in range(nt):
+            pos[j] = starts[order[j], s]
+        while i < docs.shape[0] and docs[i] < base + rows:
+            d = docs[i] - base
+            score = 0.0
+            for j in range(nt - 1, -1, -1):
+                e = ends[order[j], s]
+                p = _seek(pdocs, pos[j], e, d)
+                pos[j] = p
+                if p < e and pdocs[p] == d:
+                    tf = float(tfs[p])
+                    score += weights[order[j]] * tf * (k1 + 1.0) / (tf + norms[d])
+            out[i] = score
+            i += 1
+    while i < docs.shape[0]:
+        out[i] = 0.0
+        i += 1
+
+
+@njit(cache=True, nogil=True)
+def lex_query(table, off, tseg, tstart, tdf, tslot, qterms, n_docs, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
+    """:func:`lex_lookup`, :func:`lex_idf` and :func:`lex_topk` in one call; returns how many were ranked.
+
+    ``stats`` (int64, 4): :func:`lex_topk`'s, then the query terms' postings in all.
+    """
+    nq = qterms.shape[0]
+    n_seg = table.shape[0]
+    starts = np.empty((nq, n_seg), dtype=np.int64)
+    ends = np.empty((nq, n_seg), dtype=np.int64)
+    slots = np.empty((nq, n_seg), dtype=np.int64)
+    df = np.empty(nq, dtype=np.int64)
+    idf = np.empty(nq, dtype=np.float64)
+    lex_lookup(off, tseg, tstart, tdf, tslot, qterms, starts, ends, df, slots)
+    lex_idf(n_docs, df, idf)
+    got = lex_topk(table, starts, ends, slots, idf, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch)
+    stats[3] = df.sum()
+    return got

@@ -191,6 +191,11 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         single = [h.doc_id for h in store.query(qtexts[q], embedding=qemb[q], as_of=days[q], k=10, vector_index="exact")]
         got = [r["doc_id"] for r in table.filter(np.asarray(table.column("query")) == q).to_pylist()]
         batch_check += got == single
+    hwm = 0.0  # the query session's peak: before the reference scans below map every float32 row and the checks load the workload
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                hwm = int(line.split()[1]) / 1024
     # The float32 scan alone (what the int8 copy replaces), on the first 200 queries.
     from mempp.kernels import TopK, masked_dot_topk
 
@@ -218,11 +223,6 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         scan_t.append(time.perf_counter() - t)
     q8_bytes = sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)
     int8_full = {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni()} if q8_bytes else None
-    hwm = 0.0  # the query session's peak, before the checks below load the workload's arrays
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) / 1024
     ann_report = None
     if getattr(snap, "ann", None):
         # The vector leg with the planner's choice (ANN or exact per range) against the exact

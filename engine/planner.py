@@ -474,7 +474,7 @@ def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], 
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
         return [None] * n_q
     q = np.ascontiguousarray(qvecs, dtype=np.float32)
-    m = np.stack(masks)
+    m = masks if isinstance(masks, np.ndarray) and masks.ndim == 2 else np.stack(masks)
     if snap.segments and all(e.q8 is not None for e in snap.segments):
         return _vector_legs_int8(snap, q, m, opts)
     depth = max(o.depth for o in opts)

@@ -85,6 +85,8 @@ def _one_writer_thread(method):
     return locked
 
 
+MASK_BYTES = 128 << 20  # query_stream: candidate-mask bytes per chunk of queries (one per document and query)
+
 class _CyclicGCPaused:
     """Pause the cyclic garbage collector while a write builds its batch.
 
@@ -837,15 +839,17 @@ class Store:
         chunk: int = 256,
         **kwargs: Any,
     ):
-        """Answer many queries, yielding one ``pyarrow.RecordBatch`` per ``chunk`` of queries.
+        """Answer many queries, yielding one ``pyarrow.RecordBatch`` per ``chunk`` of queries (fewer
+        on a large store: a chunk's candidate masks, one byte per document and query, stay within
+        128 MB).
 
         Columns: query (its index), rank, doc_id, key, score (fused), reserved, and rank_lexical,
         rank_tag, rank_vector (null where that leg did not return the document). The same hits
         as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
         or one per query; query embeddings are computed in batches unless given. Within a
-        chunk the vector leg is one matrix product per block of documents
-        (``planner.vector_legs``), certified equal to the single-query exact scan; ANN indexes
-        are not used in a batch (the product is the cheaper way to scan for many queries).
+        chunk the vector leg is one pass over each block of documents for all its queries (the int8
+        copy, or a float32 matrix product; ``planner.vector_legs``), certified equal to the
+        single-query exact scan; ANN indexes are not used in a batch.
         """
         import pyarrow as pa
 
@@ -875,6 +879,7 @@ class Store:
                     raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
                 vecs = np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
         matcher = self._name_matcher(snap)
+        chunk = max(1, min(chunk, MASK_BYTES // max(snap.n_docs, 1)))
         for start in range(0, len(texts), chunk):
             part = range(start, min(len(texts), start + chunk))
             qv = None
@@ -884,7 +889,9 @@ class Store:
                 qv = self.embedder.embed([texts[i] for i in part])
             cols: dict[str, list] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
-                masks = [candidate_mask(snap, opts[i]) for i in part]
+                masks = np.empty((len(part), snap.n_docs), dtype=np.uint8)  # one array: vector_legs needs no copy
+                for j, i in enumerate(part):
+                    masks[j] = candidate_mask(snap, opts[i])
                 vec_rank = vector_legs(snap, qv, masks, [opts[i] for i in part]) if qv is not None else [None] * len(part)
                 docs_out: list[int] = []
                 for j, qi in enumerate(part):

@@ -191,3 +191,68 @@ def test_invert_batch(benchmark, corpus):
     lengths = rng.integers(50, 200, 20_000).astype(np.int64)
     flat = rng.integers(0, 50_000, int(lengths.sum())).astype(np.int64)
     benchmark(invert, flat, lengths, 50_000)
+
+
+def test_int8_batch_scan(benchmark, corpus):
+    """Bulk scoring: 32 int8 queries per pass over the rows."""
+    from mempp.kernels import batch_scan
+
+    q8, scale, stats, _ = _int8_copy(corpus)
+    queries = [Int8Query(corpus["emb"][i], precise=False) for i in range(32)]
+    masks = np.repeat(corpus["mask"][None, :], 32, axis=0)
+
+    def run():
+        hs = np.empty((32, 200), dtype=np.float32)
+        hi = np.empty((32, 200), dtype=np.int64)
+        hn = np.zeros(32, dtype=np.int64)
+        batch_scan(q8, scale, stats, queries, masks, 0, 200, hs, hi, hn)
+
+    benchmark(run)
+
+
+def test_mix64_checksum(benchmark, corpus):
+    from mempp.kernels.checksum import mix64_bytes
+
+    data = corpus["emb"].tobytes()  # 154 MB
+    benchmark(mix64_bytes, data)
+
+
+@pytest.fixture(scope="module")
+def workload_store(tmp_path_factory):
+    """20,000 documents of the speed workload (bench/workload.py) in a store."""
+    import mempp
+    from mempp.bench.speed import build
+    from mempp.bench.workload import load
+
+    path = tmp_path_factory.mktemp("w") / "s"
+    build(20_000, path, progress=False)
+    w = load(20_000)
+    store = mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM))
+    return store, [w.query_text(q) for q in range(50)], w
+
+
+def test_lexical_maxscore_query(benchmark, workload_store):
+    """The lexical leg (kernels/maxscore.py lex_query), 50 workload questions, top 50."""
+    from mempp import planner as P
+
+    store, questions, _ = workload_store
+    snap = store._snap
+    opt = P.QueryOptions(k=10)
+    mask = P.candidate_mask(snap, opt)
+    n_cand = int(np.count_nonzero(mask))
+
+    def run():
+        for text in questions:
+            P.lexical_leg(snap, text, mask, n_cand, opt, np.zeros(0, dtype=np.int64))
+
+    benchmark(run)
+
+
+def test_analyzer_tokenize(benchmark, workload_store):
+    """Analysis at ingest (kernels/analyze.py through Analyzer.term_ids), 5,000 workload texts."""
+    from mempp.storage.analyzer import Analyzer
+
+    _, _, w = workload_store
+    texts = w.texts(0, 5_000)
+    ids: dict[str, int] = {}
+    benchmark(Analyzer().term_ids, texts, lambda t: ids.setdefault(t, len(ids)))

@@ -404,7 +404,8 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
 # Cost model of the ANN choice, measured on the 2-core development machine (`mempp bench
 # --clustered --ann`, bench/README.md): the int8 masked scan costs about 1 ns per document of a
 # range plus 30 ns per candidate; an HNSW search (384-d, M 16) about 60 us plus 7 us per
-# requested neighbour (ef = k), rescoring included.
+# requested neighbour (ef = k), rescoring included. Measured with M 16; with M 32 (the default since
+# the 1M recall runs) a search costs more, and the constants were not measured again.
 EXACT_NS_PER_DOC, EXACT_NS_PER_CANDIDATE = 1.0, 30.0
 ANN_US_BASE, ANN_US_PER_RESULT = 60.0, 7.0
 ANN_EF_MIN = 64

@@ -2,7 +2,8 @@
 
 sha256 reads about 2 GB/s on one core, so checking a 1M-document store (3.2 GB) took
 1.5 to 2.4 s of every open. mix64 detects the same damage (flipped bits, torn or
-zeroed pages, truncation, swapped blocks) at memory speed: four independent lanes of
+zeroed pages, truncation, swapped blocks) at about 4.3 GB/s a core here, twice as fast
+(the multiplies of its lanes bound it, not memory): four independent lanes of
 multiply-rotate-multiply over 8-byte little-endian words (the structure of xxHash64; the
 constants are the usual 64-bit primes), merged, the length folded in, then avalanched.
 It is a checksum, not a cryptographic hash: it guards against accidents, not forgers.

@@ -3,7 +3,7 @@
 A version is published by writing its manifest under a fresh name (fsynced),
 then replacing ``CURRENT`` atomically (temp file, fsync, rename, fsync of the
 directory). Every file a manifest names carries its size, sha256 and mix64 (a
-checksum read at memory speed, ``kernels.checksum``), so a reader can tell a damaged
+checksum about twice as fast as sha256, ``kernels.checksum``), so a reader can tell a damaged
 file from data; opening checks the size and mix64 (sha256 for files written before
 mix64 existed).
 """

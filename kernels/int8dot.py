@@ -23,6 +23,7 @@ block of rows held in cache (bulk scoring).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -334,6 +335,17 @@ def _vnni_ok(q8) -> bool:
     return HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous
 
 
+_scratch = threading.local()
+
+
+def _rows_scratch(n: int) -> np.ndarray:
+    """This thread's candidate-row list for the VNNI scan (a fresh one per query page-faulted in every time)."""
+    rows = getattr(_scratch, "rows", None)
+    if rows is None or len(rows) < n:
+        rows = _scratch.rows = np.empty(max(n, 1024), dtype=np.int64)
+    return rows
+
+
 class Int8Query:
     """A query prepared for the int8 scans: quantized once, reused for every segment.
 
@@ -346,15 +358,13 @@ class Int8Query:
         self.precise = precise
         self.qw, self.qscale = quantize_query(self.query, precise)
         self.hi, self.lo = vnni_bytes(self.qw, precise)
-        self._rows = np.empty(0, dtype=np.int64)
 
     def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap) -> int:
         """Offer the segment's masked rows to the heap; the fastest kernel this machine has."""
         if self.precise and _vnni_ok(q8):
-            if len(self._rows) < len(q8):
-                self._rows = np.empty(len(q8), dtype=np.int64)
+            rows = _rows_scratch(len(q8))
             return masked_dot_topk_vnni(
-                q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, self._rows
+                q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows
             )
         return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
 

@@ -395,24 +395,24 @@ class Snapshot:
         return self.rows([doc_id])[0]
 
     def rows(self, doc_ids: list[int]) -> list[dict]:
-        """:meth:`row` of many documents: one Arrow ``take`` per segment (several times faster per row)."""
-        out = self._take(doc_ids, None)
-        for doc, row in zip(doc_ids, out):
-            entry, r = self.locate(doc)
-            row["embedding"] = entry.segment.embeddings[r]
-        return out
+        """:meth:`row` of many documents, read straight from the segments' buffers (``RowReader``)."""
+        return self._take(doc_ids, None, embedding=True)
 
     def keys_of(self, doc_ids: np.ndarray) -> list:
         """The ``key`` of each document (None where it has none), in the order given."""
         return [row["key"] for row in self._take(doc_ids, ["key"])]
 
-    def _take(self, doc_ids, names: list[str] | None) -> list[dict]:
-        """Columns ``names`` (None: all but the embedding) of each document, in the order given."""
+    def _take(self, doc_ids, names: list[str] | None, embedding: bool = False) -> list[dict]:
+        """Columns ``names`` (None: all but the embedding) of each document, in the order given;
+        with ``embedding``, its row of the embedding matrix too."""
         out: list = []
         for doc in doc_ids:
             entry, r = self.locate(int(doc))
             cols = names if names is not None else [n for n in entry.segment.table.column_names if n != "embedding"]
-            out.append({name: entry.reader(name).get(r) for name in cols})
+            row = {name: entry.reader(name).get(r) for name in cols}
+            if embedding:
+                row["embedding"] = entry.segment.embeddings[r]
+            out.append(row)
         return out
 
     def column(self, name: str) -> list:

@@ -30,7 +30,7 @@ from mempp.kernels import (
 )
 from mempp.kernels.int8dot import Int8Query, batch_scan
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
-from mempp.kernels.masks import day_index, day_numbers, valid_mask
+from mempp.kernels.masks import ValidIndex, keep_codes, keep_ids
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
@@ -78,8 +78,11 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
 
     Valid at θ: ``date ≤ θ`` and no supersession effective at or before θ
     (θ = +∞ when ``as_of`` is None, where undated documents count too). The mask for
-    "now" is computed once per snapshot; a mask at a date is one pass over int32 day
-    numbers (``kernels.masks``).
+    "now" is computed once per snapshot; a mask at a date starts from the snapshot's
+    checkpoint bitsets (``kernels.masks.ValidIndex``, built at the first dated query).
+    A date range narrows it through the date order; a facet filter through the ids of its
+    values' roaring bitmaps when they hold under an eighth of the documents, else through
+    one pass over the facet's codes.
     """
     cache = snap.__dict__.setdefault("_mask_cache", {})
     if opt.as_of is None:
@@ -88,27 +91,43 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
             mask = cache["now"] = (snap.valid_until == FOREVER).view(np.uint8)
             mask.flags.writeable = False
     else:
-        days = cache.get("days")
-        if days is None:
-            dd, ud = day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER)
-            days = cache["days"] = (dd, ud, day_index(dd), day_index(ud))
-        mask = np.empty(snap.n_docs, dtype=np.uint8)
-        valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), mask, days[2], days[3])
-    filtered = opt.date_from is not None or opt.date_to is not None or any(
-        v is not None for v in (opt.authors, opt.threads, opt.channels)
-    )
-    if not filtered:
-        return mask
-    mask = mask.view(bool).copy()
-    if opt.date_from is not None:
-        mask &= (snap.dates != NAT) & (snap.dates >= opt.date_from)
-    if opt.date_to is not None:
-        mask &= (snap.dates != NAT) & (snap.dates <= opt.date_to)
+        mask = valid_index(snap).mask(int(opt.as_of))
+    if opt.date_from is not None or opt.date_to is not None:
+        lo = opt.date_from if opt.date_from is not None else NAT + 1
+        hi = opt.date_to if opt.date_to is not None else FOREVER
+        mask = valid_index(snap).keep_dates(mask, lo, hi)
     for values, facet in ((opt.authors, snap.authors), (opt.threads, snap.threads), (opt.channels, snap.channels)):
         if values is not None:
-            codes = [facet.index[v] for v in values if v in facet.index]
-            mask &= np.isin(facet.codes, np.asarray(codes, dtype=np.int32))
-    return mask.view(np.uint8)
+            mask = _keep_facet(mask, facet, values)
+    return mask
+
+
+def valid_index(snap: Snapshot) -> ValidIndex:
+    """The snapshot's :class:`ValidIndex` (built once, on first use, under a lock)."""
+    vi = snap.__dict__.get("_valid_index")
+    if vi is None:
+        with _BUILD_LOCK:
+            vi = snap.__dict__.get("_valid_index")
+            if vi is None:
+                vi = snap.__dict__["_valid_index"] = ValidIndex(snap.dates, snap.valid_until, NAT, FOREVER)
+    return vi
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+def _keep_facet(mask: np.ndarray, facet, values: Iterable[str]) -> np.ndarray:
+    codes = sorted({facet.index[v] for v in values if v in facet.index})
+    out = np.empty(len(mask), dtype=np.uint8)
+    counts = facet.counts()
+    if sum(int(counts[c]) for c in codes) * 8 < len(mask):  # rare values: their documents' ids
+        ids = np.frombuffer(facet.union(codes).to_array(), dtype=np.uint32)
+        keep_ids(mask, ids, out)
+    else:
+        wanted = np.zeros(len(facet.names) + 1, dtype=np.uint8)
+        wanted[np.asarray(codes, dtype=np.int64) + 1] = 1
+        keep_codes(mask, facet.codes, wanted, out)
+    return out
 
 
 # --- tag leg: which authors does the question name? ----------------------------------------------

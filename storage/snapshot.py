@@ -139,6 +139,7 @@ class Facet:
     codes: np.ndarray  # int32 per doc, -1 for null
     index: dict[str, int]
     _bitmaps: dict[int, BitMap] = field(default_factory=dict)
+    _counts: np.ndarray | None = None
 
     @classmethod
     def build(cls, chunks: list[pa.ChunkedArray]) -> "Facet":
@@ -166,13 +167,25 @@ class Facet:
     def bitmap(self, name: str) -> BitMap:
         """Documents whose value is exactly ``name`` (cached)."""
         code = self.index.get(name)
-        if code is None:
-            return BitMap()
+        return BitMap() if code is None else self.code_bitmap(code)
+
+    def code_bitmap(self, code: int) -> BitMap:
+        """Documents whose value has code ``code`` (cached for the snapshot's life)."""
         bm = self._bitmaps.get(code)
         if bm is None:
             bm = BitMap(np.flatnonzero(self.codes == code).astype(np.uint32))
             self._bitmaps[code] = bm
         return bm
+
+    def union(self, codes: list[int]) -> BitMap:
+        """Documents whose value has any of ``codes``."""
+        return BitMap.union(BitMap(), *(self.code_bitmap(c) for c in codes))
+
+    def counts(self) -> np.ndarray:
+        """Documents per code (cached)."""
+        if self._counts is None:
+            self._counts = np.bincount(self.codes[self.codes >= 0], minlength=len(self.names))
+        return self._counts
 
 
 class Snapshot:

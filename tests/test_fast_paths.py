@@ -346,16 +346,54 @@ _US = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_US | st.just(int(mempp.storage.NAT)), _US | st.just(int(mempp.storage.FOREVER))), max_size=40), _US)
-def test_valid_mask_kernel_matches_the_rule(docs, t):
-    from mempp.kernels.masks import day_index, day_numbers, valid_mask
+_DOCS = st.lists(st.tuples(_US | st.just(int(mempp.storage.NAT)), _US | st.just(int(mempp.storage.FOREVER))), max_size=150)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DOCS, st.lists(_US, min_size=1, max_size=6), st.integers(1, 40))
+def test_valid_mask_kernel_matches_the_rule(docs, ts, every):
+    """Checkpoint bitsets plus events give exactly the rule, whichever checkpoint a date falls after."""
+    from mempp.kernels.masks import ValidIndex
 
     NAT, FOREVER = int(mempp.storage.NAT), int(mempp.storage.FOREVER)
     dates = np.array([d for d, _ in docs], dtype=np.int64)
     until = np.array([u for _, u in docs], dtype=np.int64)
-    out = np.empty(len(docs), dtype=np.uint8)
-    dd, ud = day_numbers(dates, NAT), day_numbers(until, FOREVER)
-    valid_mask(dd, ud, dates, until, t, out, day_index(dd), day_index(ud))
-    want = [d != NAT and d <= t and (u == FOREVER or u > t) for d, u in docs]
-    assert out.astype(bool).tolist() == want
+    vi = ValidIndex(dates, until, NAT, FOREVER, every=every)
+    assert list(vi.cp_days) == sorted(set(vi.cp_days))
+    for t in ts + [int(d) for d in vi.cp_days[:3] * 86_400 * 10**6]:  # also exactly on checkpoints
+        want = [d != NAT and d <= t and (u == FOREVER or u > t) for d, u in docs]
+        assert vi.mask(t).astype(bool).tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(_DOCS, _US, _US, _US, st.booleans())
+def test_date_range_kernel_matches_the_rule(docs, t, lo, hi, now):
+    from mempp.kernels.masks import ValidIndex
+
+    NAT, FOREVER = int(mempp.storage.NAT), int(mempp.storage.FOREVER)
+    dates = np.array([d for d, _ in docs], dtype=np.int64)
+    until = np.array([u for _, u in docs], dtype=np.int64)
+    vi = ValidIndex(dates, until, NAT, FOREVER, every=3)
+    base = (until == FOREVER).view(np.uint8) if now else vi.mask(t)
+    got = vi.keep_dates(base, lo, hi).astype(bool).tolist()
+    assert got == [bool(b) and d != NAT and lo <= d <= hi for b, d in zip(base.tolist(), dates.tolist())]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.sampled_from("abcdefghijklmnopqrstuvwxyz")), max_size=300),
+    st.lists(st.sampled_from("abcdefghijklmnopqrstuvwxyz?"), max_size=6),
+    st.data(),
+)
+def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
+    """A facet filter keeps exactly the masked documents whose value is wanted, by ids or by codes."""
+    import pyarrow as pa
+
+    from mempp.planner import _keep_facet
+    from mempp.storage.snapshot import Facet
+
+    half = len(values) // 2
+    facet = Facet.build([pa.chunked_array([values[:half]], pa.string()), pa.chunked_array([values[half:]], pa.string())])
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))), dtype=np.uint8)
+    got = _keep_facet(mask, facet, wanted).astype(bool).tolist()
+    assert got == [bool(m) and v is not None and v in wanted for m, v in zip(mask.tolist(), values)]

@@ -31,7 +31,7 @@ from mempp.kernels import (
     topk_touched,
 )
 from mempp.kernels.invert import invert
-from mempp.kernels.masks import day_index, day_numbers, valid_mask
+from mempp.kernels.masks import ValidIndex
 from mempp.storage.postings import Postings
 
 N = 100_000
@@ -181,9 +181,15 @@ def test_valid_mask(benchmark, corpus):
     rng = np.random.default_rng(2)
     dates = rng.integers(0, 10**15, N).astype(np.int64)
     until = np.where(rng.random(N) < 0.1, dates + 10**12, np.iinfo(np.int64).max).astype(np.int64)
-    dd, ud = day_numbers(dates, np.iinfo(np.int64).min), day_numbers(until, np.iinfo(np.int64).max)
-    out = np.empty(N, dtype=np.uint8)
-    benchmark(valid_mask, dd, ud, dates, until, 5 * 10**14, out, day_index(dd), day_index(ud))
+    vi = ValidIndex(dates, until, np.iinfo(np.int64).min, np.iinfo(np.int64).max)
+    benchmark(vi.mask, 5 * 10**14)
+
+
+def test_valid_index_build(benchmark, corpus):
+    rng = np.random.default_rng(2)
+    dates = rng.integers(0, 10**15, N).astype(np.int64)
+    until = np.where(rng.random(N) < 0.1, dates + 10**12, np.iinfo(np.int64).max).astype(np.int64)
+    benchmark(ValidIndex, dates, until, np.iinfo(np.int64).min, np.iinfo(np.int64).max)
 
 
 def test_invert_batch(benchmark, corpus):

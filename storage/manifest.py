@@ -171,23 +171,66 @@ def verify_files(
     where mix64 is recorded. ``hash=False`` checks sizes only (for measuring what
     verification costs; no production path uses it).
     """
-    if not refs:
-        return {}
+    with Checks(store, refs, threads=threads, hash=hash, deep=deep) as checks:
+        return checks.failures()
 
-    def one(ref: FileRef) -> CorruptStoreError | None:
+
+class Checks:
+    """Checks of files running in a thread pool, in the order given: ``name in checks`` waits
+    for that file's check and says whether it failed; ``checks[name]`` is its error.
+
+    Lets a reader parse each file as soon as its own check has passed, while later files
+    are still being hashed. Leaving the ``with`` block cancels checks not yet started.
+    """
+
+    def __init__(self, store: Path, refs: list[FileRef], *, threads: int = 8, hash: bool = True, deep: bool = False):
+        self._store, self._hash, self._deep = store, hash, deep
+        self._done: dict[str, CorruptStoreError | None] = {}
+        self._pending: dict = {}
+        self._pool = None
+        workers = min(threads, len(refs), os.cpu_count() or 1)
+        if workers <= 1 or sum(r.size for r in refs) < (4 << 20):
+            for r in refs:
+                self._done[r.name] = self._one(r)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=workers)
+        for r in refs:
+            self._pending[r.name] = self._pool.submit(self._one, r)
+
+    def _one(self, ref: FileRef) -> CorruptStoreError | None:
         try:
-            check_file(store, ref, verify=hash, deep=deep)
+            check_file(self._store, ref, verify=self._hash, deep=self._deep)
         except CorruptStoreError as exc:
             return exc
         except OSError as exc:
-            return CorruptStoreError(str(store / ref.name), f"cannot read: {exc}")
+            return CorruptStoreError(str(self._store / ref.name), f"cannot read: {exc}")
         return None
 
-    if len(refs) == 1 or sum(r.size for r in refs) < (4 << 20):
-        results = [one(r) for r in refs]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    def _result(self, name: str) -> CorruptStoreError | None:
+        if name in self._pending:
+            self._done[name] = self._pending.pop(name).result()
+        return self._done.get(name)
 
-        with ThreadPoolExecutor(max_workers=min(threads, len(refs), os.cpu_count() or 1)) as pool:
-            results = list(pool.map(one, refs))
-    return {r.name: e for r, e in zip(refs, results) if e is not None}
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._result(name) is not None
+
+    def __getitem__(self, name: str) -> CorruptStoreError:
+        exc = self._result(name)
+        if exc is None:
+            raise KeyError(name)
+        return exc
+
+    def failures(self) -> dict[str, CorruptStoreError]:
+        """Every failed check by file name (waits for all)."""
+        for name in list(self._pending):
+            self._result(name)
+        return {name: exc for name, exc in self._done.items() if exc is not None}
+
+    def __enter__(self) -> "Checks":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)

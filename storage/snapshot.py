@@ -22,7 +22,7 @@ from .analyzer import Analyzer
 from .arrowio import map_table
 from .errors import CorruptStoreError
 from .ann import AnnIndex
-from .manifest import FileRef, verify_files
+from .manifest import Checks, FileRef
 from .postings import Postings
 from .segment import NAT, Segment, _timestamps
 
@@ -240,10 +240,59 @@ class Snapshot:
                 files = {k: f for k, f in files.items() if k in ("dict", "sup")}
             files = {k: f for k, f in files.items() if k != "ann"}  # ANN indexes verify as they load, in the background
             todo.extend(f for f in files.values() if (f.name, f.sha256) not in self.verified)
-        bad = verify_files(store, todo, hash=verify)
-        if verify:
-            self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
+        with Checks(store, todo, hash=verify) as bad:  # each file is parsed once its own check passes
+            terms, sup_tables, rebuild, placeholders = self._load(store, commits, old, bad)
+            if verify:
+                self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
+        # ANN indexes over ranges of documents: loaded (after their checksum) in the background.
+        old_ann = {a.name: a for a in previous.ann} if previous is not None else {}
+        self.ann: list[AnnIndex] = []
+        for commit, files in commits:
+            if "ann" in files:
+                ref, info = files["ann"], commit["ann"]
+                a = old_ann.get(ref.name) or AnnIndex(int(info["first"]), int(info["n"]), ref.name, dict(info.get("params", {})), ref)
+                a.load_in_background(store, self.dim)
+                self.ann.append(a)
+        if previous is not None and old_terms == self.term_files[: len(old_terms)]:
+            self.term_ids = dict(previous.term_ids)  # the dictionary only grows: extend a copy
+            for i in range(len(self.term_ids), len(terms)):
+                self.term_ids[terms[i]] = i
+        else:
+            self.term_ids = {t: i for i, t in enumerate(terms)}
+        self.n_terms = len(terms)
+        for entry in rebuild:
+            entry.postings = self._rebuild_postings(entry.segment)
 
+        # Supersession log, and each document's end of validity (earliest effective date).
+        if sup_tables:
+            sup = pa.concat_tables(sup_tables)
+            self.sup_old = sup.column("old").to_numpy().astype(np.int64)
+            self.sup_new = sup.column("new").to_numpy().astype(np.int64)
+            self.sup_effective = _timestamps(sup.column("effective"))
+            self.sup_recorded = _timestamps(sup.column("recorded_at"))
+        else:
+            self.sup_old = self.sup_new = self.sup_effective = self.sup_recorded = np.zeros(0, dtype=np.int64)
+        self.valid_until = np.full(self.n_docs, FOREVER, dtype=np.int64)
+        if len(self.sup_old):
+            np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
+        for entry in placeholders:  # unreadable documents are never valid, so never returned
+            self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
+
+        segs = [e.segment for e in self.segments]
+        self.dates = np.concatenate([s.dates for s in segs]) if segs else np.zeros(0, dtype=np.int64)
+        tables = [s.table for s in segs]
+        self.authors = Facet.build([t.column("author") for t in tables])
+        self.threads = Facet.build([t.column("thread") for t in tables])
+        self.channels = Facet.build([t.column("channel") for t in tables])
+        self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
+        if len(self.dates) != self.n_docs:
+            raise ValueError(f"manifest says {self.n_docs} documents, segments hold {len(self.dates)}")
+
+    def _load(self, store: Path, commits: list, old: dict, bad: Checks) -> tuple:
+        """Map the segments, postings, dictionaries and supersession logs (``bad``: their checks).
+
+        Returns (terms, supersession tables, entries whose postings must be rebuilt, placeholders).
+        """
         self.segments: list[SegmentEntry] = []
         self.term_files: list[str] = []
         terms: list[str] = []
@@ -299,49 +348,7 @@ class Snapshot:
                     self._damaged(bad[files["sup"].name])
                 else:
                     sup_tables.append(map_table(store / files["sup"].name))
-        # ANN indexes over ranges of documents: loaded (after their checksum) in the background.
-        old_ann = {a.name: a for a in previous.ann} if previous is not None else {}
-        self.ann: list[AnnIndex] = []
-        for commit, files in commits:
-            if "ann" in files:
-                ref, info = files["ann"], commit["ann"]
-                a = old_ann.get(ref.name) or AnnIndex(int(info["first"]), int(info["n"]), ref.name, dict(info.get("params", {})), ref)
-                a.load_in_background(store, self.dim)
-                self.ann.append(a)
-        if previous is not None and old_terms == self.term_files[: len(old_terms)]:
-            self.term_ids = dict(previous.term_ids)  # the dictionary only grows: extend a copy
-            for i in range(len(self.term_ids), len(terms)):
-                self.term_ids[terms[i]] = i
-        else:
-            self.term_ids = {t: i for i, t in enumerate(terms)}
-        self.n_terms = len(terms)
-        for entry in rebuild:
-            entry.postings = self._rebuild_postings(entry.segment)
-
-        # Supersession log, and each document's end of validity (earliest effective date).
-        if sup_tables:
-            sup = pa.concat_tables(sup_tables)
-            self.sup_old = sup.column("old").to_numpy().astype(np.int64)
-            self.sup_new = sup.column("new").to_numpy().astype(np.int64)
-            self.sup_effective = _timestamps(sup.column("effective"))
-            self.sup_recorded = _timestamps(sup.column("recorded_at"))
-        else:
-            self.sup_old = self.sup_new = self.sup_effective = self.sup_recorded = np.zeros(0, dtype=np.int64)
-        self.valid_until = np.full(self.n_docs, FOREVER, dtype=np.int64)
-        if len(self.sup_old):
-            np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
-        for entry in placeholders:  # unreadable documents are never valid, so never returned
-            self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
-
-        segs = [e.segment for e in self.segments]
-        self.dates = np.concatenate([s.dates for s in segs]) if segs else np.zeros(0, dtype=np.int64)
-        tables = [s.table for s in segs]
-        self.authors = Facet.build([t.column("author") for t in tables])
-        self.threads = Facet.build([t.column("thread") for t in tables])
-        self.channels = Facet.build([t.column("channel") for t in tables])
-        self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
-        if len(self.dates) != self.n_docs:
-            raise ValueError(f"manifest says {self.n_docs} documents, segments hold {len(self.dates)}")
+        return terms, sup_tables, rebuild, placeholders
 
     def _damaged(self, exc: CorruptStoreError) -> None:
         if self.on_corrupt != "skip":

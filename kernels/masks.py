@@ -254,6 +254,8 @@ class ValidIndex:
         ``64 * words`` bytes; a fresh array when None)."""
         if out is None:
             out = np.empty(self.words * 64, dtype=np.uint8)
+        elif out.dtype != np.uint8 or out.ndim != 1 or out.shape[0] < self.words * 64 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a contiguous uint8 array of at least {self.words * 64} bytes")
         mask_at(np.int64(t), self.cp_days, self.bits, _UNPACK, *self.by_date, *self.by_until, self.dates, self.valid_until, out)
         return out[: self.n]
 

@@ -119,15 +119,26 @@ _BUILD_LOCK = threading.Lock()
 def _keep_facet(mask: np.ndarray, facet, values: Iterable[str]) -> np.ndarray:
     codes = sorted({facet.index[v] for v in values if v in facet.index})
     out = np.empty(len(mask), dtype=np.uint8)
-    counts = facet.counts()
-    if sum(int(counts[c]) for c in codes) * 8 < len(mask):  # rare values: their documents' ids
-        ids = np.frombuffer(facet.union(codes).to_array(), dtype=np.uint32)
+    ids = _rare_ids(facet, codes)
+    if ids is not None:
         keep_ids(mask, ids, out)
     else:
-        wanted = np.zeros(len(facet.names) + 1, dtype=np.uint8)
-        wanted[np.asarray(codes, dtype=np.int64) + 1] = 1
-        keep_codes(mask, facet.codes, wanted, out)
+        keep_codes(mask, facet.codes, _wanted(facet, codes), out)
     return out
+
+
+def _rare_ids(facet, codes: Sequence[int]) -> np.ndarray | None:
+    """The ids (ascending uint32) of the documents with any of ``codes`` when they are under an
+    eighth of all (from the facet's cached roaring bitmaps), else None: a pass over the codes is cheaper."""
+    if sum(int(facet.counts()[c]) for c in codes) * 8 >= len(facet.codes):
+        return None
+    return np.frombuffer(facet.union(list(codes)).to_array(), dtype=np.uint32)
+
+
+def _wanted(facet, codes: Sequence[int]) -> np.ndarray:
+    wanted = np.zeros(len(facet.names) + 1, dtype=np.uint8)  # indexed by code + 1 (-1: no value)
+    wanted[np.asarray(codes, dtype=np.int64) + 1] = 1
+    return wanted
 
 
 # --- tag leg: which authors does the question name? ----------------------------------------------
@@ -312,11 +323,15 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
 
 
 def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarray:
-    """Candidates written by the named authors (unranked; the caller orders them)."""
-    codes = np.asarray(list(codes), dtype=np.int32)
+    """Candidates written by the named authors, ascending (unranked; the caller orders them)."""
+    codes = sorted(set(int(c) for c in codes))
     if len(codes) == 0:
         return np.zeros(0, dtype=np.int64)
-    hit = np.isin(snap.authors.codes, codes) & mask.view(bool)
+    ids = _rare_ids(snap.authors, codes)
+    if ids is not None:
+        return ids[mask[ids].view(bool)].astype(np.int64)
+    hit = np.empty(len(mask), dtype=np.uint8)
+    keep_codes(mask, snap.authors.codes, _wanted(snap.authors, codes), hit)
     return np.flatnonzero(hit).astype(np.int64)
 
 

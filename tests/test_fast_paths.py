@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import types
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -389,11 +391,14 @@ def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
     """A facet filter keeps exactly the masked documents whose value is wanted, by ids or by codes."""
     import pyarrow as pa
 
-    from mempp.planner import _keep_facet
+    from mempp.planner import _keep_facet, tag_leg
     from mempp.storage.snapshot import Facet
 
     half = len(values) // 2
     facet = Facet.build([pa.chunked_array([values[:half]], pa.string()), pa.chunked_array([values[half:]], pa.string())])
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))), dtype=np.uint8)
-    got = _keep_facet(mask, facet, wanted).astype(bool).tolist()
-    assert got == [bool(m) and v is not None and v in wanted for m, v in zip(mask.tolist(), values)]
+    want = [bool(m) and v is not None and v in wanted for m, v in zip(mask.tolist(), values)]
+    assert _keep_facet(mask, facet, wanted).astype(bool).tolist() == want
+    # the tag leg takes the same two paths, by author code
+    codes = [facet.index[v] for v in wanted if v in facet.index]
+    assert tag_leg(types.SimpleNamespace(authors=facet), codes, mask).tolist() == [i for i, w in enumerate(want) if w]

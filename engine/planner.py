@@ -41,7 +41,11 @@ K1 = 1.2
 B = 0.75
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
-BATCH_KEEP_PER_CANDIDATES = 50  # bulk scoring (int8 queries, a wider error bound): a query not certified is answered alone
+# Bulk scoring (int8 queries, a wider error bound) keeps, per query, BATCH_KEEP_BASE rows plus one per
+# BATCH_KEEP_PER_CANDIDATES candidates (and at least what a single query keeps): on the 100k workload a
+# query needs 130 to 410 rows to certify (more with more candidates); one not certified is answered alone.
+BATCH_KEEP_BASE = 250
+BATCH_KEEP_PER_CANDIDATES = 250
 
 _buffers = threading.local()
 
@@ -504,18 +508,20 @@ def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
 
 def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions]) -> list:
     n_q = len(opts)
-    depth = max(o.depth for o in opts)
-    keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(m)) // max(n_q, 1) // BATCH_KEEP_PER_CANDIDATES)
-    heap_s = np.empty((n_q, keep), dtype=np.float32)
-    heap_i = np.empty((n_q, keep), dtype=np.int64)
+    depths = np.array([o.depth for o in opts], dtype=np.int64)
+    counts = np.count_nonzero(m, axis=1).astype(np.int64)
+    keeps = np.maximum(np.maximum(RESCORE * depths, depths + 100), BATCH_KEEP_BASE + counts // BATCH_KEEP_PER_CANDIDATES)
+    width = int(keeps.max())
+    heap_s = np.empty((n_q, width), dtype=np.float32)
+    heap_i = np.empty((n_q, width), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
     prepared = [Int8Query(v, precise=False) for v in q]  # int8: half the work; the certificate absorbs the coarser bound
     for entry in snap.segments:
-        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keep, heap_s, heap_i, heap_n)
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n)
     out = []
     for b, opt in enumerate(opts):
         eps = max(prepared[b].error_bound(e.q8_stats()) for e in snap.segments)
-        out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps))
+        out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), int(keeps[b]), opt.depth, eps))
     return out
 
 

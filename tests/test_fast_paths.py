@@ -162,6 +162,43 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
         assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1), st.lists(st.integers(1, 700), min_size=1, max_size=3), st.sampled_from([128, 384]),
+    st.floats(0.0, 1.0), st.integers(1, 19), st.booleans(),
+)
+def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac, n_q, scaled_scores):
+    """The tiled int8 kernel (512-bit VNNI, where the CPU has it) against the portable row kernel,
+    query by query: several segments feeding the same heaps, a capacity per query (0 included),
+    partial tiles, query counts that are not a multiple of the tile, ties (equal rows), bit for bit."""
+    rng = np.random.default_rng(seed)
+    n_docs = sum(sizes) + 3
+    masks = (rng.random((n_q, n_docs)) < frac).astype(np.uint8)
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
+    ks = rng.integers(0, 90, n_q)
+    width = max(1, int(ks.max()))
+    tiled = [np.zeros((n_q, width), np.float32), np.zeros((n_q, width), np.int64), np.zeros(n_q, np.int64)]
+    want = [TopK(max(int(kb), 1)) for kb in ks]
+    base = 3
+    for n in sizes:
+        q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
+        q8[rng.random(n) < 0.2] = q8[0]  # equal rows: equal scores, the later id first
+        scale = (rng.random(n).astype(np.float32) if scaled_scores else np.full(n, 0.01, np.float32))
+        stats = segment_stats(q8, scale)
+        batch_scan(q8, scale, stats, queries, masks, base, ks, *tiled)
+        for b, q in enumerate(queries):
+            if ks[b]:
+                h = want[b]
+                h.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b], base, int(ks[b]), h.scores, h.ids, h.n)
+        base += n
+    for b in range(n_q):
+        got = TopK(width)
+        got.scores[:], got.ids[:], got.n = tiled[0][b], tiled[1][b], int(tiled[2][b])
+        w = want[b].result() if ks[b] else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        g = got.result()
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+
+
 def _store(path, emb, texts, vector_copy):
     s = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=emb.shape[1]), index=IndexConfig(vector_copy=vector_copy))
     docs = [{"text": t, "date": f"2023-01-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]

@@ -193,8 +193,10 @@ def test_invert_batch(benchmark, corpus):
     benchmark(invert, flat, lengths, 50_000)
 
 
-def test_int8_batch_scan(benchmark, corpus):
-    """Bulk scoring: 32 int8 queries per pass over the rows."""
+@pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "rows"])
+def test_int8_batch_scan(benchmark, corpus, tiled):
+    """Bulk scoring: 32 int8 queries per pass over the rows; the tiled matrix product (512-bit
+    VNNI, where the CPU has it) or the row-by-row kernel."""
     from mempp.kernels import batch_scan
 
     q8, scale, stats, _ = _int8_copy(corpus)
@@ -205,7 +207,7 @@ def test_int8_batch_scan(benchmark, corpus):
         hs = np.empty((32, 200), dtype=np.float32)
         hi = np.empty((32, 200), dtype=np.int64)
         hn = np.zeros(32, dtype=np.int64)
-        batch_scan(q8, scale, stats, queries, masks, 0, 200, hs, hi, hn)
+        batch_scan(q8, scale, stats, queries, masks, 0, 200, hs, hi, hn, tiled=tiled)
 
     benchmark(run)
 

@@ -28,7 +28,8 @@ from mempp.kernels import (
     sparse_moments,
     with_neighbours,
 )
-from mempp.kernels.int8dot import Int8Query, batch_scan
+from mempp.kernels.cosine import certified_tops, embedding_table
+from mempp.kernels.int8dot import Int8Batch, Int8Query, batch_scan
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
@@ -506,23 +507,36 @@ def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
     return top.result()[0] if certified else None
 
 
-def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions]) -> list:
+def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions], counts: np.ndarray | None = None) -> list:
     n_q = len(opts)
     depths = np.array([o.depth for o in opts], dtype=np.int64)
-    counts = np.count_nonzero(m, axis=1).astype(np.int64)
-    keeps = np.maximum(np.maximum(RESCORE * depths, depths + 100), BATCH_KEEP_BASE + counts // BATCH_KEEP_PER_CANDIDATES)
+    if counts is None:
+        counts = np.count_nonzero(m, axis=1)
+    keeps = np.maximum(np.maximum(RESCORE * depths, depths + 100), BATCH_KEEP_BASE + np.asarray(counts, dtype=np.int64) // BATCH_KEEP_PER_CANDIDATES)
     width = int(keeps.max())
     heap_s = np.empty((n_q, width), dtype=np.float32)
     heap_i = np.empty((n_q, width), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
-    prepared = [Int8Query(v, precise=False) for v in q]  # int8: half the work; the certificate absorbs the coarser bound
+    prepared = Int8Batch.quantize(q)  # int8: half the work; the certificate absorbs the coarser bound
+    eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
         batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n)
-    out = []
-    for b, opt in enumerate(opts):
-        eps = max(prepared[b].error_bound(e.q8_stats()) for e in snap.segments)
-        out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), int(keeps[b]), opt.depth, eps))
-    return out
+        eps = np.maximum(eps, prepared.error_bounds(entry.q8_stats()))
+    table, keep = _embedding_table(snap)
+    out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
+    out_n = np.zeros(n_q, dtype=np.int64)
+    certified = np.zeros(n_q, dtype=np.bool_)
+    certified_tops(table, q.shape[1], q, heap_s, heap_i, heap_n, keeps, depths, eps, out_ids, out_n, certified)
+    del keep
+    return [out_ids[b, : out_n[b]] if certified[b] else None for b in range(n_q)]
+
+
+def _embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
+    """The snapshot's float32 embeddings as a table of addresses (``kernels.cosine.embedding_table``), kept with the snapshot."""
+    cached = snap.__dict__.get("_embedding_table")
+    if cached is None:
+        cached = snap.__dict__["_embedding_table"] = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
+    return cached
 
 
 def run(

@@ -670,32 +670,76 @@ class Int8Query:
         return error_bound(stats, self.query, self.qscale)
 
 
-def batch_scan(q8, scale, stats, queries: list[Int8Query], masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True) -> None:
-    """The int8 scan of many int8 (not ``precise``) queries over one segment, into heaps ``heap_*[b]``.
+class Int8Batch:
+    """Many int8 (bulk-scoring) queries prepared at once: row ``b`` holds the numbers of
+    ``Int8Query(queries[b], precise=False)`` (the same operations, on whole arrays).
+
+    ``hi``: the VNNI bytes, rows padded with zero queries to a multiple of ``TILE_QUERIES``.
+    """
+
+    def __init__(self, query: np.ndarray, qw: np.ndarray, qscale: np.ndarray):
+        self.query, self.qw, self.qscale = query, qw, qscale
+        n, d = qw.shape
+        self.hi = np.full((-(-n // TILE_QUERIES) * TILE_QUERIES, d), 128, dtype=np.uint8)  # padding queries: qw = 0
+        self.hi[:n] = (qw.astype(np.int32) + 128).astype(np.uint8)
+
+    @classmethod
+    def quantize(cls, queries: np.ndarray) -> "Int8Batch":
+        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(len(queries), -1)
+        m = np.abs(q).max(axis=1).astype(np.float64) if q.shape[1] else np.zeros(len(q))
+        qscale = np.where(m > 0, m / 127, 1.0)
+        qw = np.clip(np.rint(q.astype(np.float64) / qscale[:, None]), -127, 127).astype(np.int16)
+        return cls(q, qw, qscale)
+
+    @classmethod
+    def of(cls, queries: list[Int8Query]) -> "Int8Batch":
+        assert not any(q.precise for q in queries), "batch_scan takes int8 queries: Int8Query(v, precise=False)"
+        d = len(queries[0].qw) if queries else 0
+        return cls(
+            np.array([q.query for q in queries], dtype=np.float32).reshape(len(queries), d),
+            np.array([q.qw for q in queries], dtype=np.int16).reshape(len(queries), d),
+            np.array([q.qscale for q in queries], dtype=np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.qscale)
+
+    def error_bounds(self, stats) -> np.ndarray:
+        """:func:`error_bound` of every query (float64 array)."""
+        if len(stats[0]) == 0:
+            return np.zeros(len(self), dtype=np.float64)
+        q = np.abs(self.query.astype(np.float64))
+        q1 = q.sum(axis=1)
+        qmax = (q.max(axis=1) if q.shape[1] else 0.0) + self.qscale
+        return 0.5 * q1 * stats[2] + stats[3] * (0.5 * self.qscale + 4 * 2.0**-24 * qmax) + 1e-7
+
+
+def batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True) -> None:
+    """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
+    precise=False)``) over one segment, into heaps ``heap_*[b]``.
 
     ``k``: the heaps' capacity, one for all or one per query (at most ``heap_s.shape[1]``).
     ``tiled``: the tiled matrix-product kernel where the CPU has 512-bit VNNI (the row-by-row
     kernels otherwise, or when False); all give the same heaps.
     """
-    assert not any(q.precise for q in queries), "batch_scan takes int8 queries: Int8Query(v, precise=False)"
-    qscales = np.array([q.qscale for q in queries], dtype=np.float64)
-    ks = np.broadcast_to(np.asarray(k, dtype=np.int64), (len(queries),))
-    assert len(queries) == 0 or int(ks.max()) <= heap_s.shape[1]
-    if tiled and HAS_VNNI512 and _vnni_ok(q8) and len(queries) and base + len(q8) < 2**32:
-        n_qt = -(-len(queries) // TILE_QUERIES) * TILE_QUERIES
-        his = np.full((n_qt, q8.shape[1]), 128, dtype=np.uint8)  # padding queries: qw = 0
-        his[: len(queries)] = np.stack([q.hi for q in queries])
-        batch_scan_vnni512(
-            q8.view(np.int32), scale, stats[0], his.view(np.int32), qscales, masks, base, np.ascontiguousarray(ks), heap_s, heap_i, heap_n
-        )
+    if not isinstance(queries, Int8Batch):
+        queries = Int8Batch.of(list(queries))
+    n_q = len(queries)
+    ks = np.ascontiguousarray(np.broadcast_to(np.asarray(k, dtype=np.int64), (n_q,)))
+    assert n_q == 0 or int(ks.max()) <= heap_s.shape[1]
+    if n_q == 0:
         return
-    if not np.all(ks == ks[:1]):
-        for b in range(len(queries)):  # per-query capacities: the row-by-row kernels one query at a time
+    if tiled and HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32:
+        batch_scan_vnni512(q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n)
+        return
+    if not np.all(ks == ks[0]):
+        for b in range(n_q):  # per-query capacities: the row-by-row kernels one query at a time
+            one = Int8Batch(queries.query[b : b + 1], queries.qw[b : b + 1], queries.qscale[b : b + 1])
             sub = slice(b, b + 1)
-            batch_scan(q8, scale, stats, queries[sub], masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False)
+            batch_scan(q8, scale, stats, one, masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False)
         return
-    k = int(ks[0]) if len(queries) else int(np.asarray(k).max(initial=0))
+    k = int(ks[0])
     if _vnni_ok(q8):
-        batch_scan_vnni(q8, scale, stats[0], np.stack([q.hi for q in queries]), qscales, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n)
     else:
-        batch_scan_q8(q8, scale, np.stack([q.qw for q in queries]), qscales, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n)

@@ -78,14 +78,27 @@ class QueryOptions:
     ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
 
 
-def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
+def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = None) -> np.ndarray:
     """uint8 mask over doc ids: valid at ``as_of`` and passing every filter (do not modify it).
+
+    ``out``: a uint8 array of ``n_docs`` to write the mask into (and return), rather than a new
+    or cached one (bulk scoring fills one row per query).
 
     Valid at θ: ``date ≤ θ`` and no supersession effective at or before θ
     (θ = +∞ when ``as_of`` is None, where undated documents count too). The mask for
     "now" is computed once per snapshot; a mask at a date is one pass over int32 day
     numbers (``kernels.masks``).
     """
+    filtered = opt.date_from is not None or opt.date_to is not None or any(
+        v is not None for v in (opt.authors, opt.threads, opt.channels)
+    )
+    if out is not None:
+        if opt.as_of is not None and not filtered:
+            days = _mask_days(snap)
+            valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), out, days[2], days[3])
+        else:
+            out[:] = candidate_mask(snap, opt)
+        return out
     cache = snap.__dict__.setdefault("_mask_cache", {})
     if opt.as_of is None:
         mask = cache.get("now")
@@ -93,15 +106,9 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
             mask = cache["now"] = (snap.valid_until == FOREVER).view(np.uint8)
             mask.flags.writeable = False
     else:
-        days = cache.get("days")
-        if days is None:
-            dd, ud = day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER)
-            days = cache["days"] = (dd, ud, day_index(dd), day_index(ud))
+        days = _mask_days(snap)
         mask = np.empty(snap.n_docs, dtype=np.uint8)
         valid_mask(days[0], days[1], snap.dates, snap.valid_until, int(opt.as_of), mask, days[2], days[3])
-    filtered = opt.date_from is not None or opt.date_to is not None or any(
-        v is not None for v in (opt.authors, opt.threads, opt.channels)
-    )
     if not filtered:
         return mask
     mask = mask.view(bool).copy()
@@ -114,6 +121,16 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
             codes = [facet.index[v] for v in values if v in facet.index]
             mask &= np.isin(facet.codes, np.asarray(codes, dtype=np.int32))
     return mask.view(np.uint8)
+
+
+def _mask_days(snap: Snapshot) -> tuple:
+    """The day numbers and their indexes that :func:`kernels.masks.valid_mask` takes (built once per snapshot)."""
+    cache = snap.__dict__.setdefault("_mask_cache", {})
+    days = cache.get("days")
+    if days is None:
+        dd, ud = day_numbers(snap.dates, NAT), day_numbers(snap.valid_until, FOREVER)
+        days = cache["days"] = (dd, ud, day_index(dd), day_index(ud))
+    return days
 
 
 # --- tag leg: which authors does the question name? ----------------------------------------------
@@ -464,7 +481,9 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
 BATCH_BLOCK = 8192  # document rows per matrix product in vector_legs
 
 
-def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions]) -> list:
+def vector_legs(
+    snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions], counts: np.ndarray | None = None
+) -> list:
     """The vector leg of many queries at once, each ranking equal to :func:`vector_leg`'s.
 
     With the int8 copy on every segment: one int8 pass over each block of rows (held in
@@ -474,7 +493,7 @@ def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], 
     rescored with the single-query kernel and certified (the product and the kernel round
     differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be
     answered alone (not certified, or a store whose vector leg needs a dense pass: windows,
-    thread context).
+    thread context). ``counts``: each mask's candidates, when known.
     """
     n_q = len(opts)
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
@@ -482,7 +501,7 @@ def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], 
     q = np.ascontiguousarray(qvecs, dtype=np.float32)
     m = masks if isinstance(masks, np.ndarray) and masks.ndim == 2 else np.stack(masks)
     if snap.segments and all(e.q8 is not None for e in snap.segments):
-        return _vector_legs_int8(snap, q, m, opts)
+        return _vector_legs_int8(snap, q, m, opts, counts)
     depth = max(o.depth for o in opts)
     keep = depth + 16
     heap_s = np.empty((n_q, keep), dtype=np.float32)
@@ -541,16 +560,18 @@ def _embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
 
 def run(
     snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
-    mask: np.ndarray | None = None, vector: np.ndarray | None = None,
+    mask: np.ndarray | None = None, vector: np.ndarray | None = None, n_cand: int | None = None,
 ):
     """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
 
-    ``mask`` and ``vector`` (the vector leg's ranking) may come precomputed from a batch.
+    ``mask`` (with ``n_cand``, its count) and ``vector`` (the vector leg's ranking) may come
+    precomputed from a batch.
     """
     t0 = time.perf_counter()
     if mask is None:
         mask = candidate_mask(snap, opt)
-    n_cand = int(np.count_nonzero(mask))
+    if n_cand is None:
+        n_cand = int(np.count_nonzero(mask))
     timings = {"candidates": (time.perf_counter() - t0) * 1e3}
     weights = dict(zip(LEGS, opt.weights))
     rankings: dict[str, np.ndarray] = {}
@@ -578,9 +599,11 @@ def run(
         rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
-    ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}
+    ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
     fused = rrf(ranked_lists, weights)
-    dates = {d: (None if snap.dates[d] == NAT else int(snap.dates[d])) for d in fused}
+    docs = list(fused)
+    nat = int(NAT)
+    dates = {d: (None if v == nat else v) for d, v in zip(docs, snap.dates[np.asarray(docs, dtype=np.int64)].tolist())}
     chosen = select(fused, dates, opt.k, opt.reserve)
     timings["fusion"] = (time.perf_counter() - t) * 1e3
     legs = {

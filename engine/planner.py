@@ -29,7 +29,7 @@ from mempp.kernels import (
     with_neighbours,
 )
 from mempp.kernels.cosine import certified_tops, embedding_table
-from mempp.kernels.int8dot import Int8Batch, Int8Query, batch_scan
+from mempp.kernels.int8dot import BATCH_ROWS, Int8Batch, Int8Query, batch_scan, tiled_scan_ok
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
 from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
@@ -537,10 +537,24 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     heap_i = np.empty((n_q, width), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
     prepared = Int8Batch.quantize(q)  # int8: half the work; the certificate absorbs the coarser bound
+    counts = np.asarray(counts, dtype=np.int64)
+    floors = _scan_floors(snap, prepared, m, keeps, counts)
     eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
-        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n)
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors)
         eps = np.maximum(eps, prepared.error_bounds(entry.q8_stats()))
+    if floors is not None:
+        # A heap that did not fill: fewer than keep rows reached the floor, so rows below it may
+        # belong in it. Scan those queries again without a floor (rare: the floor is set where
+        # about SEED_MARGIN x keep rows should reach it).
+        redo = np.flatnonzero((heap_n < keeps) & (floors > -np.inf))
+        if len(redo):
+            sub = Int8Batch(prepared.query[redo], prepared.qw[redo], prepared.qscale[redo])
+            sm = np.ascontiguousarray(m[redo])
+            ss, si, sn = heap_s[redo], heap_i[redo], np.zeros(len(redo), dtype=np.int64)
+            for entry in snap.segments:
+                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn)
+            heap_s[redo], heap_i[redo], heap_n[redo] = ss, si, sn
     table, keep = _embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
     out_n = np.zeros(n_q, dtype=np.int64)
@@ -548,6 +562,40 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     certified_tops(table, q.shape[1], q, heap_s, heap_i, heap_n, keeps, depths, eps, out_ids, out_n, certified)
     del keep
     return [out_ids[b, : out_n[b]] if certified[b] else None for b in range(n_q)]
+
+
+SEED_STRIDE = 32  # the sample that sets the scan's floors: every 16th block of rows
+SEED_MARGIN = 2.0  # a floor is set where about this many times keep rows should score above it
+SEED_MIN_RANK = 8  # ... from at least this many sampled rows above it (else no floor)
+SEED_MIN_DOCS = 4 * SEED_STRIDE * BATCH_ROWS  # smaller stores: no sample (too few blocks to sample)
+
+
+def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """Per query, a score floor for the int8 batch scan, from a scan of a sample of the rows; None for none.
+
+    A row below its query's floor is not offered to the heap: most rows that would enter it
+    only to be pushed out again (a heap of ``keep`` over ``n`` candidates in random order
+    takes about ``keep * (1 + ln(n / keep))`` rows) are skipped. The floor is the sampled
+    candidates' ``r``-th best score, ``r`` chosen so that about ``SEED_MARGIN x keep`` of all the
+    candidates should reach it. Only a guess: the caller checks that each heap filled.
+    """
+    if not all(tiled_scan_ok(e.q8, e.base) for e in snap.segments) or snap.n_docs < SEED_MIN_DOCS:
+        return None
+    n_q = len(keeps)
+    cap = int(np.ceil(2 * SEED_MARGIN * keeps.max() / SEED_STRIDE)) + 2 * SEED_MIN_RANK
+    ss = np.empty((n_q, cap), dtype=np.float32)
+    si = np.empty((n_q, cap), dtype=np.int64)
+    sn = np.zeros(n_q, dtype=np.int64)
+    seen = np.zeros(n_q, dtype=np.int64)
+    for entry in snap.segments:
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen)
+    rank = (SEED_MARGIN * keeps * seen // np.maximum(counts, 1)).astype(np.int64)
+    ok = (rank >= SEED_MIN_RANK) & (rank <= sn)
+    filled = np.where(np.arange(cap)[None, :] < sn[:, None], ss, -np.inf)
+    best = -np.sort(-filled, axis=1)  # best first
+    floors = np.full(n_q, -np.inf, dtype=np.float32)
+    floors[ok] = best[ok, rank[ok] - 1]
+    return floors
 
 
 def _embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:

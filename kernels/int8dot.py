@@ -500,17 +500,18 @@ def _keep_best(buf, n, k):
     return k
 
 
-@njit(cache=True, nogil=True)
-def _key_score(key):
+@njit(cache=True, nogil=True, inline="always")
+def _key_score(key, ubits, sbits):
+    """The score of a :func:`_key` (``ubits``/``sbits``: one uint32 and its float32 view, scratch)."""
     ordered = np.uint32(key >> np.uint64(32))
-    bits = (ordered & np.uint32(0x7FFFFFFF)) if ordered >= np.uint32(0x80000000) else ~ordered
-    return np.array([bits], dtype=np.uint32).view(np.float32)[0]
+    ubits[0] = (ordered & np.uint32(0x7FFFFFFF)) if ordered >= np.uint32(0x80000000) else ~ordered
+    return sbits[0]
 
 
 if HAS_VNNI512:
 
     @njit(cache=True, nogil=True)
-    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n):
+    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen):
         """:func:`batch_scan_q8` as a tiled int8 matrix product (int8 queries; ``qwords[b]``: ``qw + 128`` as
         int32 words, rows rounded up to a multiple of TILE_QUERIES with any query).
 
@@ -522,6 +523,10 @@ if HAS_VNNI512:
         the worst kept. (A heap push per candidate costs several cache misses, with one heap per
         query.) The heaps end holding the best ``ks[b]`` by (score, id), sorted: a valid heap.
         Global ids must be below 2^32.
+
+        ``floors[b]``: rows scoring below it are not offered (-inf: none; see :func:`batch_scan`).
+        ``stride``: scan every ``stride``-th block of rows only (a sample); ``seen[b]`` counts
+        the candidates of the blocks scanned when ``stride > 1``.
         """
         n = q32.shape[0]
         n_q = heap_n.shape[0]
@@ -545,7 +550,7 @@ if HAS_VNNI512:
             k = ks[b]
             if k <= 0:
                 continue
-            thr[b] = -np.inf
+            thr[b] = floors[b]
             for i in range(heap_n[b]):  # the heap from earlier segments
                 sbits[0] = heap_s[b, i] + np.float32(0.0)
                 buf[b, i] = _key(ubits[0], heap_i[b, i])
@@ -553,15 +558,21 @@ if HAS_VNNI512:
             if fill[b] >= k:
                 fill[b] = _keep_best(buf[b], fill[b], k)
                 tkey[b] = buf[b, :k].min()
-                thr[b] = _key_score(tkey[b])
+                thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
         blk = np.empty((BATCH_ROWS // TILE_ROWS, q32.shape[1], TILE_ROWS), dtype=np.int32)
         boff = np.zeros(BATCH_ROWS, dtype=np.int32)
         bscale = np.zeros(BATCH_ROWS, dtype=np.float32)
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
         out_s = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.float32)
         out_bits = np.zeros(TILE_QUERIES, dtype=np.int32)
-        for r0 in range(0, n, BATCH_ROWS):
+        for r0 in range(0, n, BATCH_ROWS * stride):
             r1 = min(n, r0 + BATCH_ROWS)
+            if stride > 1:
+                for b in range(n_q):
+                    c = 0
+                    for row in range(r0, r1):
+                        c += masks[b, base + row] != 0
+                    seen[b] += c
             _tile_block(q32, r0, r1, blk)
             for r in range(r1 - r0):
                 boff[r] = np.int32(128 * np.int64(rowsum[r0 + r]))
@@ -600,7 +611,7 @@ if HAS_VNNI512:
                                 if fill[b] == cap:
                                     fill[b] = _keep_best(buf[b], fill[b], k)
                                     tkey[b] = buf[b, :k].min()
-                                    thr[b] = _key_score(tkey[b])
+                                    thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
                                     if key <= tkey[b]:
                                         continue
                                 buf[b, fill[b]] = key
@@ -612,7 +623,7 @@ if HAS_VNNI512:
             m = _keep_best(buf[b], fill[b], k)
             best = np.sort(buf[b, :m])  # ascending: the worst first, a valid heap
             for i in range(m):
-                heap_s[b, i] = _key_score(best[i])
+                heap_s[b, i] = _key_score(best[i], ubits, sbits)
                 heap_i[b, i] = np.int64(best[i] & np.uint64(0xFFFFFFFF))
             heap_n[b] = m
 
@@ -714,13 +725,26 @@ class Int8Batch:
         return 0.5 * q1 * stats[2] + stats[3] * (0.5 * self.qscale + 4 * 2.0**-24 * qmax) + 1e-7
 
 
-def batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True) -> None:
+def tiled_scan_ok(q8, base: int) -> bool:
+    """Whether :func:`batch_scan` runs the tiled kernel on this segment (and so takes ``floors``)."""
+    return HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32
+
+
+def batch_scan(
+    q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None
+) -> None:
     """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
     precise=False)``) over one segment, into heaps ``heap_*[b]``.
 
     ``k``: the heaps' capacity, one for all or one per query (at most ``heap_s.shape[1]``).
     ``tiled``: the tiled matrix-product kernel where the CPU has 512-bit VNNI (the row-by-row
     kernels otherwise, or when False); all give the same heaps.
+
+    Tiled kernel only (:func:`tiled_scan_ok`): ``floors[b]`` (float32): rows scoring below it
+    are not offered to heap ``b``. The heap is then the best ``k[b]`` of the rows at or above
+    the floor, which are the best of all rows when it fills (the caller checks). ``stride``:
+    scan every ``stride``-th block of ``BATCH_ROWS`` rows, a sample; ``seen[b]`` (int64)
+    is increased by the candidates in the blocks scanned (when ``stride > 1``).
     """
     if not isinstance(queries, Int8Batch):
         queries = Int8Batch.of(list(queries))
@@ -729,9 +753,15 @@ def batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n
     assert n_q == 0 or int(ks.max()) <= heap_s.shape[1]
     if n_q == 0:
         return
-    if tiled and HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32:
-        batch_scan_vnni512(q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n)
+    if tiled and tiled_scan_ok(q8, base):
+        floors = np.full(n_q, -np.inf, dtype=np.float32) if floors is None else np.ascontiguousarray(floors, dtype=np.float32)
+        seen = np.zeros(n_q, dtype=np.int64) if seen is None else seen
+        batch_scan_vnni512(
+            q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
+            floors, int(stride), seen,
+        )
         return
+    assert floors is None and stride == 1, "floors and sampling need the tiled kernel"
     if not np.all(ks == ks[0]):
         for b in range(n_q):  # per-query capacities: the row-by-row kernels one query at a time
             one = Int8Batch(queries.query[b : b + 1], queries.qw[b : b + 1], queries.qscale[b : b + 1])

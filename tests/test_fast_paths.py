@@ -199,6 +199,101 @@ def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac
         assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.floats(0.05, 1.0), st.integers(1, 12), st.integers(1, 4))
+def test_tiled_batch_scan_floors_and_samples(seed, n, frac, n_q, stride):
+    """The tiled kernel's floors: a heap that fills holds what the scan without floors holds;
+    one that does not fill holds exactly the rows at or above its floor. Its sample (every
+    stride-th block): the heap of the row kernel over those rows, and their candidates counted."""
+    from mempp.kernels.int8dot import BATCH_ROWS, tiled_scan_ok
+
+    d = 128
+    rng = np.random.default_rng(seed)
+    q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
+    if not tiled_scan_ok(q8, 0):
+        pytest.skip("no 512-bit VNNI here")
+    scale = rng.random(n).astype(np.float32)
+    stats = segment_stats(q8, scale)
+    masks = (rng.random((n_q, n)) < frac).astype(np.uint8)
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
+    k = int(rng.integers(1, 60))
+    free = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *free)
+    floors = rng.standard_normal(n_q).astype(np.float32) * 0.1 + np.array([float(np.median(free[0][b, : free[2][b]])) if free[2][b] else 0.0 for b in range(n_q)], np.float32)
+    floors[rng.random(n_q) < 0.3] = -np.inf
+    floored = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *floored, floors=floors)
+    for b, q in enumerate(queries):
+        got = TopK(k)
+        got.scores[:], got.ids[:], got.n = floored[0][b], floored[1][b], int(floored[2][b])
+        filled = got.n == k
+        g = got.result()
+        if filled or floors[b] == -np.inf:
+            want = TopK(k)
+            want.scores[:], want.ids[:], want.n = free[0][b], free[1][b], int(free[2][b])
+            w = want.result()
+        else:
+            approx = scale * (np.float32(q.qscale) * (q8.astype(np.int32) @ q.qw.astype(np.int32)).astype(np.float32))
+            above = np.flatnonzero((approx >= floors[b]) & (masks[b] != 0))
+            assert len(g[0]) == len(above) < k
+            w = (above[np.lexsort((-above, -approx[above]))], approx[above][np.lexsort((-above, -approx[above]))])
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+    # the sample
+    sampled = np.zeros(n, bool)
+    for r0 in range(0, n, BATCH_ROWS * stride):
+        sampled[r0 : r0 + BATCH_ROWS] = True
+    seen = np.zeros(n_q, np.int64)
+    samp = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *samp, stride=stride, seen=seen)
+    if stride > 1:
+        assert np.array_equal(seen, (masks[:, sampled] != 0).sum(axis=1))
+    for b, q in enumerate(queries):
+        want = TopK(k)
+        want.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b] * sampled, 0, k, want.scores, want.ids, want.n)
+        got = TopK(k)
+        got.scores[:], got.ids[:], got.n = samp[0][b], samp[1][b], int(samp[2][b])
+        w, g = want.result(), got.result()
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+
+
+def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatch):
+    """The batch's sampled floors (on from a few blocks of rows here, as on large stores): the same
+    answers as single queries, including queries whose heap did not fill and were scanned again."""
+    monkeypatch.setattr(P, "SEED_MIN_DOCS", 0)
+    monkeypatch.setattr(P, "SEED_STRIDE", 2)
+    monkeypatch.setattr(P, "SEED_MARGIN", 1.0)  # floors about as high as the heaps' roots: some heaps do not fill
+    rng = np.random.default_rng(5)
+    n, dim = 3000, 128
+    emb = unit_rows(rng, n, dim)
+    vocab = [f"word{i}" for i in range(40)]
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(2, 8))) for _ in range(n)]
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=dim), index=IndexConfig(vector_copy="int8"))
+    docs = [{"text": t, "date": f"2023-{1 + i % 12:02d}-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]
+    for a in range(0, n, 1000):
+        s.add(docs[a : a + 1000], embeddings=emb[a : a + 1000])
+    questions = [" ".join(rng.choice(vocab, size=2)) for _ in range(40)]
+    qv = unit_rows(rng, 40, dim)
+    as_of = [f"2023-{1 + i % 12:02d}-10" for i in range(40)]
+    opts = [s._query_options(as_of=a, k=10) for a in as_of]
+    masks = np.stack([P.candidate_mask(s._snap, o) for o in opts])
+    counts = np.count_nonzero(masks, axis=1)
+    keeps = np.maximum(200, P.BATCH_KEEP_BASE + counts // P.BATCH_KEEP_PER_CANDIDATES)
+    prepared = mempp.kernels.Int8Batch.quantize(qv)
+    floors = P._scan_floors(s._snap, prepared, masks, keeps, counts)
+    assert floors is not None and np.isfinite(floors).any()
+    heaps = [np.empty((40, keeps.max()), np.float32), np.empty((40, keeps.max()), np.int64), np.zeros(40, np.int64)]
+    for e in s._snap.segments:
+        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, *heaps, floors=floors)
+    rescanned = int(((heaps[2] < keeps) & np.isfinite(floors)).sum())
+    assert 0 < rescanned < int(np.isfinite(floors).sum())
+    table = s.query_batch(questions, qv, k=10, as_of=as_of, depth=20)
+    rows = table.to_pylist()
+    for qi in range(40):
+        hits = s.query(questions[qi], embedding=qv[qi], k=10, as_of=as_of[qi], depth=20, vector_index="exact")
+        assert [r["doc_id"] for r in rows if r["query"] == qi] == [h.doc_id for h in hits]
+        assert [r["rank_vector"] for r in rows if r["query"] == qi] == [h.ranks["vector"] for h in hits]
+
+
 def _store(path, emb, texts, vector_copy):
     s = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=emb.shape[1]), index=IndexConfig(vector_copy=vector_copy))
     docs = [{"text": t, "date": f"2023-01-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]

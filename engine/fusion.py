@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
 RRF_C = 60
 
 
@@ -61,3 +63,56 @@ def select(
             out.append((d, False))
             taken.add(d)
     return out
+
+
+def fuse(
+    rankings: Mapping[str, Sequence[int]],
+    weights: Mapping[str, float],
+    dates: np.ndarray,
+    undated: int,
+    k: int,
+    reserve: bool = True,
+    c: int = RRF_C,
+) -> tuple[list[tuple[int, bool]], dict[int, float]]:
+    """``select(rrf(rankings, weights), ...)`` on arrays: ``(chosen, fused scores)``, the same values.
+
+    ``dates``: every document's date by doc id, ``undated`` where it has none. The fused
+    score of a document adds its legs' ``w / (c + rank)`` in the order :func:`rrf` does (legs
+    in order, then ranks), so the floats are the same; orders are taken with ``lexsort``
+    (score, then the higher id), the order :func:`fused_order` sorts by.
+    """
+    parts, adds = [], []
+    for leg, ranked in rankings.items():
+        w = float(weights.get(leg, 0.0))
+        if w == 0.0 or len(ranked) == 0:
+            continue
+        r = np.asarray(ranked, dtype=np.int64)
+        parts.append(r)
+        adds.append(w / (c + np.arange(len(r), dtype=np.float64)))
+    if not parts:
+        return [], {}
+    every = np.concatenate(parts)
+    docs, inverse = np.unique(every, return_inverse=True)
+    scores = np.zeros(len(docs), dtype=np.float64)
+    np.add.at(scores, inverse, np.concatenate(adds))  # one addition at a time, in order: rrf's sums
+    fused = dict(zip(docs.tolist(), scores.tolist()))
+    if k <= 0:
+        return [], fused
+    order = np.lexsort((-docs, -scores))
+    if not reserve:
+        return [(d, False) for d in docs[order[:k]].tolist()], fused
+    n_fused = max(k - RESERVE_SLOTS, 0)
+    head = docs[order[:n_fused]].tolist()
+    rest = docs[order[n_fused:]]
+    when = dates[rest]
+    dated = rest[when != undated]
+    picks = dated[np.lexsort((-dated, -dates[dated]))[: k - n_fused]].tolist()
+    out = [(d, False) for d in head] + [(d, True) for d in picks]
+    if len(out) < k:
+        taken = set(picks)
+        for d in rest.tolist():
+            if len(out) >= k:
+                break
+            if d not in taken:
+                out.append((d, False))
+    return out, fused

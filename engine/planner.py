@@ -35,7 +35,7 @@ from mempp.kernels.masks import day_index, day_numbers, valid_mask
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
-from .fusion import rrf, select
+from .fusion import fuse
 from .types import LEGS
 
 K1 = 1.2
@@ -648,11 +648,7 @@ def run(
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
-    fused = rrf(ranked_lists, weights)
-    docs = list(fused)
-    nat = int(NAT)
-    dates = {d: (None if v == nat else v) for d, v in zip(docs, snap.dates[np.asarray(docs, dtype=np.int64)].tolist())}
-    chosen = select(fused, dates, opt.k, opt.reserve)
+    chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3
     legs = {
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}

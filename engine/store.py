@@ -870,7 +870,7 @@ class Store:
         snap = self._snap
         n = max(snap.n_docs, 1)  # clamp to the snapshot this stream runs on (refresh() may move self._snap meanwhile)
         opts = self._batch_options(as_ofs, k=k, **kwargs)
-        opts = [replace(o, k=min(o.k, n), depth=min(o.depth, n)) for o in opts]
+        opts = [replace(o, k=min(o.k, n), depth=min(o.depth, n)) if o.k > n or o.depth > n else o for o in opts]
         vecs = None
         if texts and snap.n_docs and opts[0].weights[2]:
             if embeddings is not None:

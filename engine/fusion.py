@@ -6,6 +6,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from mempp.kernels.rrf import rrf_select
+
 RRF_C = 60
 
 
@@ -74,45 +76,33 @@ def fuse(
     reserve: bool = True,
     c: int = RRF_C,
 ) -> tuple[list[tuple[int, bool]], dict[int, float]]:
-    """``select(rrf(rankings, weights), ...)`` on arrays: ``(chosen, fused scores)``, the same values.
+    """``select(rrf(rankings, weights), ...)`` in one compiled call (``kernels.rrf``):
+    ``(chosen, fused scores)``, the same values.
 
-    ``dates``: every document's date by doc id, ``undated`` where it has none. The fused
-    score of a document adds its legs' ``w / (c + rank)`` in the order :func:`rrf` does (legs
-    in order, then ranks), so the floats are the same; orders are taken with ``lexsort``
-    (score, then the higher id), the order :func:`fused_order` sorts by.
+    ``dates``: every document's date by doc id (int64), ``undated`` where it has none (the
+    smallest int64, ``NAT``). The fused score of a document adds its legs' ``w / (c + rank)``
+    in the order :func:`rrf` does, so the floats are the same; orders are those of
+    :func:`fused_order` (score, then the higher id).
     """
-    parts, adds = [], []
+    parts, ws = [], []
     for leg, ranked in rankings.items():
         w = float(weights.get(leg, 0.0))
         if w == 0.0 or len(ranked) == 0:
             continue
-        r = np.asarray(ranked, dtype=np.int64)
-        parts.append(r)
-        adds.append(w / (c + np.arange(len(r), dtype=np.float64)))
+        parts.append(np.asarray(ranked, dtype=np.int64))
+        ws.append(w)
     if not parts:
         return [], {}
-    every = np.concatenate(parts)
-    docs, inverse = np.unique(every, return_inverse=True)
-    scores = np.zeros(len(docs), dtype=np.float64)
-    np.add.at(scores, inverse, np.concatenate(adds))  # one addition at a time, in order: rrf's sums
-    fused = dict(zip(docs.tolist(), scores.tolist()))
-    if k <= 0:
-        return [], fused
-    order = np.lexsort((-docs, -scores))
-    if not reserve:
-        return [(d, False) for d in docs[order[:k]].tolist()], fused
-    n_fused = max(k - RESERVE_SLOTS, 0)
-    head = docs[order[:n_fused]].tolist()
-    rest = docs[order[n_fused:]]
-    when = dates[rest]
-    dated = rest[when != undated]
-    picks = dated[np.lexsort((-dated, -dates[dated]))[: k - n_fused]].tolist()
-    out = [(d, False) for d in head] + [(d, True) for d in picks]
-    if len(out) < k:
-        taken = set(picks)
-        for d in rest.tolist():
-            if len(out) >= k:
-                break
-            if d not in taken:
-                out.append((d, False))
-    return out, fused
+    docs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([len(p) for p in parts])
+    n = len(docs)
+    out_docs = np.empty(max(k, 0), dtype=np.int64)
+    out_reserved = np.empty(max(k, 0), dtype=np.bool_)
+    fused_docs = np.empty(n, dtype=np.int64)
+    fused_scores = np.empty(n, dtype=np.float64)
+    got, m = rrf_select(
+        docs, starts, np.array(ws), c, dates, undated, k, reserve, out_docs, out_reserved, fused_docs, fused_scores
+    )
+    fused = dict(zip(fused_docs[:m].tolist(), fused_scores[:m].tolist()))
+    return list(zip(out_docs[:got].tolist(), out_reserved[:got].tolist())), fused

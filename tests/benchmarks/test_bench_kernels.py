@@ -258,3 +258,17 @@ def test_analyzer_tokenize(benchmark, workload_store):
     texts = w.texts(0, 5_000)
     ids: dict[str, int] = {}
     benchmark(Analyzer().term_ids, texts, lambda t: ids.setdefault(t, len(ids)))
+
+
+def test_rrf_select(benchmark):
+    """Fusion of one hybrid query: three legs of 50, k = 10 with the date reserve."""
+    from mempp.kernels.rrf import rrf_select
+
+    rng = np.random.default_rng(4)
+    docs = np.concatenate([rng.choice(100_000, 50, replace=False) for _ in range(3)]).astype(np.int64)
+    starts = np.array([0, 50, 100, 150], dtype=np.int64)
+    weights = np.array([2.0, 1.0, 1.0])
+    dates = rng.integers(0, 10**15, 100_000).astype(np.int64)
+    out_d, out_r = np.empty(10, np.int64), np.empty(10, np.bool_)
+    fd, fs = np.empty(150, np.int64), np.empty(150, np.float64)
+    benchmark(rrf_select, docs, starts, weights, 60, dates, -(2**63), 10, True, out_d, out_r, fd, fs)

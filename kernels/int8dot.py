@@ -31,7 +31,7 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .topk import heap_push
+from .topk import _sift_down, heap_push
 
 INT32_MAX = 2**31 - 1
 UNROLL = 4  # 32-byte chunks per step of the VNNI dot product: rows must be a multiple of 128 bytes
@@ -521,7 +521,7 @@ if HAS_VNNI512:
         A candidate above its query's threshold goes to the query's buffer of keys
         (:func:`_key`), which is cut back to the best ``ks[b]`` when full; the threshold is then
         the worst kept. (A heap push per candidate costs several cache misses, with one heap per
-        query.) The heaps end holding the best ``ks[b]`` by (score, id), sorted: a valid heap.
+        query.) The heaps end holding the best ``ks[b]`` by (score, id), heapified.
         Global ids must be below 2^32.
 
         ``floors[b]``: rows scoring below it are not offered (-inf: none; see :func:`batch_scan`).
@@ -621,10 +621,13 @@ if HAS_VNNI512:
             if k <= 0:
                 continue
             m = _keep_best(buf[b], fill[b], k)
-            best = np.sort(buf[b, :m])  # ascending: the worst first, a valid heap
+            hs = heap_s[b]
+            hi = heap_i[b]
             for i in range(m):
-                heap_s[b, i] = _key_score(best[i], ubits, sbits)
-                heap_i[b, i] = np.int64(best[i] & np.uint64(0xFFFFFFFF))
+                hs[i] = _key_score(buf[b, i], ubits, sbits)
+                hi[i] = np.int64(buf[b, i] & np.uint64(0xFFFFFFFF))
+            for i in range(m // 2 - 1, -1, -1):  # heapify (cheaper than sorting: this runs per query and segment)
+                _sift_down(hs, hi, m, i)
             heap_n[b] = m
 
 else:

@@ -487,8 +487,11 @@ def vector_legs(
     """The vector leg of many queries at once, each ranking equal to :func:`vector_leg`'s.
 
     With the int8 copy on every segment: one int8 pass over each block of rows (held in
-    cache) for all the queries (``kernels.int8dot.batch_scan``), then each query's kept rows
-    rescored exactly and certified against the int8 error bound as in :func:`vector_leg`.
+    cache) for all the queries (``kernels.int8dot.batch_scan``; a tiled matrix product with
+    512-bit VNNI, each query's rows kept above a floor set by a sampled pass first,
+    :func:`_scan_floors`), then each query's kept rows rescored exactly, best approximate
+    first, and certified against the int8 error bound as in :func:`vector_leg`
+    (``kernels.cosine.certified_tops``, all the queries in one call).
     Otherwise one float32 matrix product per block of rows, the best ``depth + 16`` rows
     rescored with the single-query kernel and certified (the product and the kernel round
     differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be

@@ -699,7 +699,8 @@ class Int8Batch:
 
     @classmethod
     def quantize(cls, queries: np.ndarray) -> "Int8Batch":
-        q = np.ascontiguousarray(queries, dtype=np.float32).reshape(len(queries), -1)
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        q = q.reshape(len(q), q.shape[-1] if q.ndim == 2 else -1) if len(q) else q.reshape(0, q.shape[-1] if q.ndim == 2 else 0)
         m = np.abs(q).max(axis=1).astype(np.float64) if q.shape[1] else np.zeros(len(q))
         qscale = np.where(m > 0, m / 127, 1.0)
         qw = np.clip(np.rint(q.astype(np.float64) / qscale[:, None]), -127, 127).astype(np.int16)

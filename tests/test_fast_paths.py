@@ -294,6 +294,29 @@ def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatc
         assert [r["rank_vector"] for r in rows if r["query"] == qi] == [h.ranks["vector"] for h in hits]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 20), st.sampled_from([1, 16, 128, 384]), st.floats(1e-6, 1e3))
+def test_int8_batch_quantizes_as_int8_queries_do(seed, n_q, d, magnitude):
+    """Int8Batch.quantize (whole arrays) against Int8Query(v, precise=False) row by row: the same
+    integers, scales and VNNI bytes (padded with zero queries), and the same error bounds."""
+    from mempp.kernels import Int8Batch
+    from mempp.kernels.int8dot import TILE_QUERIES
+
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((n_q, d)) * magnitude).astype(np.float32)
+    if n_q:
+        q[0] = 0.0  # a zero query: scale 1
+    batch = Int8Batch.quantize(q)
+    assert batch.hi.shape == (-(-n_q // TILE_QUERIES) * TILE_QUERIES, d) and (batch.hi[n_q:] == 128).all()
+    q8 = rng.integers(-127, 128, (50, d)).astype(np.int8)
+    stats = segment_stats(q8, rng.random(50).astype(np.float32))
+    bounds = batch.error_bounds(stats)
+    for b in range(n_q):
+        one = Int8Query(q[b], precise=False)
+        assert np.array_equal(batch.qw[b], one.qw) and batch.qscale[b] == one.qscale and np.array_equal(batch.hi[b], one.hi)
+        assert math.isclose(bounds[b], one.error_bound(stats), rel_tol=1e-12)
+
+
 def _store(path, emb, texts, vector_copy):
     s = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=emb.shape[1]), index=IndexConfig(vector_copy=vector_copy))
     docs = [{"text": t, "date": f"2023-01-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]

@@ -535,6 +535,8 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     if counts is None:
         counts = np.count_nonzero(m, axis=1)
     keeps = np.maximum(np.maximum(RESCORE * depths, depths + 100), BATCH_KEEP_BASE + np.asarray(counts, dtype=np.int64) // BATCH_KEEP_PER_CANDIDATES)
+    if not all(tiled_scan_ok(e.q8, e.base) for e in snap.segments):
+        keeps[:] = keeps.max()  # the row kernels scan a block for all queries only with one capacity for all
     width = int(keeps.max())
     heap_s = np.empty((n_q, width), dtype=np.float32)
     heap_i = np.empty((n_q, width), dtype=np.int64)

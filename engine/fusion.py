@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
+from mempp.kernels.rrf import rrf_select
+
 RRF_C = 60
 
 
@@ -61,3 +65,44 @@ def select(
             out.append((d, False))
             taken.add(d)
     return out
+
+
+def fuse(
+    rankings: Mapping[str, Sequence[int]],
+    weights: Mapping[str, float],
+    dates: np.ndarray,
+    undated: int,
+    k: int,
+    reserve: bool = True,
+    c: int = RRF_C,
+) -> tuple[list[tuple[int, bool]], dict[int, float]]:
+    """``select(rrf(rankings, weights), ...)`` in one compiled call (``kernels.rrf``):
+    ``(chosen, fused scores)``, the same values.
+
+    ``dates``: every document's date by doc id (int64), ``undated`` where it has none (the
+    smallest int64, ``NAT``). The fused score of a document adds its legs' ``w / (c + rank)``
+    in the order :func:`rrf` does, so the floats are the same; orders are those of
+    :func:`fused_order` (score, then the higher id).
+    """
+    parts, ws = [], []
+    for leg, ranked in rankings.items():
+        w = float(weights.get(leg, 0.0))
+        if w == 0.0 or len(ranked) == 0:
+            continue
+        parts.append(np.asarray(ranked, dtype=np.int64))
+        ws.append(w)
+    if not parts:
+        return [], {}
+    docs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([len(p) for p in parts])
+    n = len(docs)
+    out_docs = np.empty(max(k, 0), dtype=np.int64)
+    out_reserved = np.empty(max(k, 0), dtype=np.bool_)
+    fused_docs = np.empty(n, dtype=np.int64)
+    fused_scores = np.empty(n, dtype=np.float64)
+    got, m = rrf_select(
+        docs, starts, np.array(ws), c, dates, undated, k, reserve, out_docs, out_reserved, fused_docs, fused_scores
+    )
+    fused = dict(zip(fused_docs[:m].tolist(), fused_scores[:m].tolist()))
+    return list(zip(out_docs[:got].tolist(), out_reserved[:got].tolist())), fused

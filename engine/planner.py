@@ -28,20 +28,25 @@ from mempp.kernels import (
     sparse_moments,
     with_neighbours,
 )
-from mempp.kernels.int8dot import Int8Query, batch_scan
+from mempp.kernels.cosine import certified_tops, embedding_table
+from mempp.kernels.int8dot import BATCH_ROWS, Int8Batch, Int8Query, batch_scan, tiled_scan_ok
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
 from mempp.kernels.masks import ValidIndex, keep_codes, keep_ids
 from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
-from .fusion import rrf, select
+from .fusion import fuse
 from .types import LEGS
 
 K1 = 1.2
 B = 0.75
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
-BATCH_KEEP_PER_CANDIDATES = 50  # bulk scoring (int8 queries, a wider error bound): a query not certified is answered alone
+# Bulk scoring (int8 queries, a wider error bound) keeps, per query, BATCH_KEEP_BASE rows plus one per
+# BATCH_KEEP_PER_CANDIDATES candidates (and at least what a single query keeps): on the 100k workload a
+# query needs 130 to 410 rows to certify (more with more candidates); one not certified is answered alone.
+BATCH_KEEP_BASE = 250
+BATCH_KEEP_PER_CANDIDATES = 250
 
 _buffers = threading.local()
 
@@ -73,8 +78,11 @@ class QueryOptions:
     ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
 
 
-def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
+def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = None) -> np.ndarray:
     """uint8 mask over doc ids: valid at ``as_of`` and passing every filter (do not modify it).
+
+    ``out``: a uint8 array of ``n_docs`` to write the mask into (and return), rather than a new
+    or cached one (bulk scoring fills one row per query).
 
     Valid at θ: ``date ≤ θ`` and no supersession effective at or before θ
     (θ = +∞ when ``as_of`` is None, where undated documents count too). The mask for
@@ -84,6 +92,15 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
     values' roaring bitmaps when they hold under an eighth of the documents, else through
     one pass over the facet's codes.
     """
+    filtered = opt.date_from is not None or opt.date_to is not None or any(
+        v is not None for v in (opt.authors, opt.threads, opt.channels)
+    )
+    if out is not None:
+        if opt.as_of is not None and not filtered:
+            valid_index(snap).mask(int(opt.as_of), out)
+        else:
+            out[:] = candidate_mask(snap, opt)
+        return out
     cache = snap.__dict__.setdefault("_mask_cache", {})
     if opt.as_of is None:
         mask = cache.get("now")
@@ -493,17 +510,22 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
 BATCH_BLOCK = 8192  # document rows per matrix product in vector_legs
 
 
-def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions]) -> list:
+def vector_legs(
+    snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], opts: Sequence[QueryOptions], counts: np.ndarray | None = None
+) -> list:
     """The vector leg of many queries at once, each ranking equal to :func:`vector_leg`'s.
 
     With the int8 copy on every segment: one int8 pass over each block of rows (held in
-    cache) for all the queries (``kernels.int8dot.batch_scan``), then each query's kept rows
-    rescored exactly and certified against the int8 error bound as in :func:`vector_leg`.
+    cache) for all the queries (``kernels.int8dot.batch_scan``; a tiled matrix product with
+    512-bit VNNI, each query's rows kept above a floor set by a sampled pass first,
+    :func:`_scan_floors`), then each query's kept rows rescored exactly, best approximate
+    first, and certified against the int8 error bound as in :func:`vector_leg`
+    (``kernels.cosine.certified_tops``, all the queries in one call).
     Otherwise one float32 matrix product per block of rows, the best ``depth + 16`` rows
     rescored with the single-query kernel and certified (the product and the kernel round
     differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be
     answered alone (not certified, or a store whose vector leg needs a dense pass: windows,
-    thread context).
+    thread context). ``counts``: each mask's candidates, when known.
     """
     n_q = len(opts)
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
@@ -511,7 +533,7 @@ def vector_legs(snap: Snapshot, qvecs: np.ndarray, masks: Sequence[np.ndarray], 
     q = np.ascontiguousarray(qvecs, dtype=np.float32)
     m = masks if isinstance(masks, np.ndarray) and masks.ndim == 2 else np.stack(masks)
     if snap.segments and all(e.q8 is not None for e in snap.segments):
-        return _vector_legs_int8(snap, q, m, opts)
+        return _vector_legs_int8(snap, q, m, opts, counts)
     depth = max(o.depth for o in opts)
     keep = depth + 16
     heap_s = np.empty((n_q, keep), dtype=np.float32)
@@ -536,35 +558,102 @@ def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
     return top.result()[0] if certified else None
 
 
-def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions]) -> list:
+def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequence[QueryOptions], counts: np.ndarray | None = None) -> list:
     n_q = len(opts)
-    depth = max(o.depth for o in opts)
-    keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(m)) // max(n_q, 1) // BATCH_KEEP_PER_CANDIDATES)
-    heap_s = np.empty((n_q, keep), dtype=np.float32)
-    heap_i = np.empty((n_q, keep), dtype=np.int64)
+    depths = np.array([o.depth for o in opts], dtype=np.int64)
+    if counts is None:
+        counts = np.count_nonzero(m, axis=1)
+    keeps = np.maximum(np.maximum(RESCORE * depths, depths + 100), BATCH_KEEP_BASE + np.asarray(counts, dtype=np.int64) // BATCH_KEEP_PER_CANDIDATES)
+    if not all(tiled_scan_ok(e.q8, e.base) for e in snap.segments):
+        keeps[:] = keeps.max()  # the row kernels scan a block for all queries only with one capacity for all
+    width = int(keeps.max())
+    heap_s = np.empty((n_q, width), dtype=np.float32)
+    heap_i = np.empty((n_q, width), dtype=np.int64)
     heap_n = np.zeros(n_q, dtype=np.int64)
-    prepared = [Int8Query(v, precise=False) for v in q]  # int8: half the work; the certificate absorbs the coarser bound
+    prepared = Int8Batch.quantize(q)  # int8: half the work; the certificate absorbs the coarser bound
+    counts = np.asarray(counts, dtype=np.int64)
+    floors = _scan_floors(snap, prepared, m, keeps, counts)
+    eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
-        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keep, heap_s, heap_i, heap_n)
-    out = []
-    for b, opt in enumerate(opts):
-        eps = max(prepared[b].error_bound(e.q8_stats()) for e in snap.segments)
-        out.append(_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps))
-    return out
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors)
+        eps = np.maximum(eps, prepared.error_bounds(entry.q8_stats()))
+    if floors is not None:
+        # A heap that did not fill: fewer than keep rows reached the floor, so rows below it may
+        # belong in it. Scan those queries again without a floor (rare: the floor is set where
+        # about SEED_MARGIN x keep rows should reach it).
+        redo = np.flatnonzero((heap_n < keeps) & (floors > -np.inf))
+        if len(redo):
+            sub = Int8Batch(prepared.query[redo], prepared.qw[redo], prepared.qscale[redo])
+            sm = np.ascontiguousarray(m[redo])
+            ss, si, sn = heap_s[redo], heap_i[redo], np.zeros(len(redo), dtype=np.int64)
+            for entry in snap.segments:
+                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn)
+            heap_s[redo], heap_i[redo], heap_n[redo] = ss, si, sn
+    table, keep = _embedding_table(snap)
+    out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
+    out_n = np.zeros(n_q, dtype=np.int64)
+    certified = np.zeros(n_q, dtype=np.bool_)
+    certified_tops(table, q.shape[1], q, heap_s, heap_i, heap_n, keeps, depths, eps, out_ids, out_n, certified)
+    del keep
+    return [out_ids[b, : out_n[b]] if certified[b] else None for b in range(n_q)]
+
+
+SEED_STRIDE = 32  # the sample that sets the scan's floors: every 16th block of rows
+SEED_MARGIN = 2.0  # a floor is set where about this many times keep rows should score above it
+SEED_MIN_RANK = 8  # ... from at least this many sampled rows above it (else no floor)
+SEED_MIN_DOCS = 4 * SEED_STRIDE * BATCH_ROWS  # smaller stores: no sample (too few blocks to sample)
+
+
+def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """Per query, a score floor for the int8 batch scan, from a scan of a sample of the rows; None for none.
+
+    A row below its query's floor is not offered to the heap: most rows that would enter it
+    only to be pushed out again (a heap of ``keep`` over ``n`` candidates in random order
+    takes about ``keep * (1 + ln(n / keep))`` rows) are skipped. The floor is the sampled
+    candidates' ``r``-th best score, ``r`` chosen so that about ``SEED_MARGIN x keep`` of all the
+    candidates should reach it. Only a guess: the caller checks that each heap filled.
+    """
+    if not all(tiled_scan_ok(e.q8, e.base) for e in snap.segments) or snap.n_docs < SEED_MIN_DOCS:
+        return None
+    n_q = len(keeps)
+    cap = int(np.ceil(2 * SEED_MARGIN * keeps.max() / SEED_STRIDE)) + 2 * SEED_MIN_RANK
+    ss = np.empty((n_q, cap), dtype=np.float32)
+    si = np.empty((n_q, cap), dtype=np.int64)
+    sn = np.zeros(n_q, dtype=np.int64)
+    seen = np.zeros(n_q, dtype=np.int64)
+    for entry in snap.segments:
+        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen)
+    rank = (SEED_MARGIN * keeps * seen // np.maximum(counts, 1)).astype(np.int64)
+    ok = (rank >= SEED_MIN_RANK) & (rank <= sn)
+    filled = np.where(np.arange(cap)[None, :] < sn[:, None], ss, -np.inf)
+    best = -np.sort(-filled, axis=1)  # best first
+    floors = np.full(n_q, -np.inf, dtype=np.float32)
+    floors[ok] = best[ok, rank[ok] - 1]
+    return floors
+
+
+def _embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
+    """The snapshot's float32 embeddings as a table of addresses (``kernels.cosine.embedding_table``), kept with the snapshot."""
+    cached = snap.__dict__.get("_embedding_table")
+    if cached is None:
+        cached = snap.__dict__["_embedding_table"] = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
+    return cached
 
 
 def run(
     snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
-    mask: np.ndarray | None = None, vector: np.ndarray | None = None,
+    mask: np.ndarray | None = None, vector: np.ndarray | None = None, n_cand: int | None = None,
 ):
     """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
 
-    ``mask`` and ``vector`` (the vector leg's ranking) may come precomputed from a batch.
+    ``mask`` (with ``n_cand``, its count) and ``vector`` (the vector leg's ranking) may come
+    precomputed from a batch.
     """
     t0 = time.perf_counter()
     if mask is None:
         mask = candidate_mask(snap, opt)
-    n_cand = int(np.count_nonzero(mask))
+    if n_cand is None:
+        n_cand = int(np.count_nonzero(mask))
     timings = {"candidates": (time.perf_counter() - t0) * 1e3}
     weights = dict(zip(LEGS, opt.weights))
     rankings: dict[str, np.ndarray] = {}
@@ -592,10 +681,8 @@ def run(
         rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
-    ranked_lists = {leg: [int(d) for d in r] for leg, r in rankings.items()}
-    fused = rrf(ranked_lists, weights)
-    dates = {d: (None if snap.dates[d] == NAT else int(snap.dates[d])) for d in fused}
-    chosen = select(fused, dates, opt.k, opt.reserve)
+    ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
+    chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3
     legs = {
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}

@@ -8,9 +8,13 @@ One call scans one segment (rows ``[0, n)`` of ``emb``, global index
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit
 
-from .topk import heap_push
+from .maxscore import _prefetch, _voidptr
+
+RESCORE_AHEAD = 4  # certified_tops: rows prefetched ahead of the one rescored
+
+from .topk import heap_push, heap_sorted
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -78,3 +82,59 @@ def batch_topk(scores, masks, base, k, heap_scores, heap_ids, heap_n):
                 if n < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                     n = heap_push(hs, hi, n, k, s, g)
         heap_n[b] = n
+
+
+def embedding_table(segments) -> tuple[np.ndarray, list]:
+    """``(table, keep)`` for :func:`certified_tops` from ``(embeddings, base)`` pairs: per segment (by increasing base) its float32
+    embeddings' address, rows and base; ``keep`` holds the arrays while a kernel reads them."""
+    keep = [np.ascontiguousarray(emb, dtype=np.float32) for emb, _ in segments]
+    table = np.zeros((len(keep), 3), dtype=np.int64)
+    for i, (emb, (_, base)) in enumerate(zip(keep, segments)):  # segments: (embeddings, base)
+        table[i] = (emb.ctypes.data, emb.shape[0], int(base))
+    return table, keep
+
+
+@njit(cache=True, nogil=True)
+def certified_tops(table, dim, queries, heap_s, heap_i, heap_n, keeps, depths, eps, out_ids, out_n, certified):
+    """Each query's exact top ``depths[b]`` from the rows its approximate scan kept, and whether it is certified.
+
+    ``heap_*[b]``: the scan's heap (root = worst kept, capacity ``keeps[b]``); ``eps[b]``: the
+    bound on ``|approximate - exact|`` of any row. The kept rows are rescored with the exact
+    scan's float32 kernel, best approximate first, until the next could not enter the exact top
+    (its approximate + eps below the worst exact score kept): the same top as rescoring them all.
+    Certified when the scan kept every candidate, or when no row left out (approximate <= the
+    root) could reach the top. ``out_ids[b, :out_n[b]]``: best first; ``table``: :func:`embedding_table`.
+    """
+    n_seg = table.shape[0]
+    bases = np.empty(n_seg, dtype=np.int64)
+    for s in range(n_seg):
+        bases[s] = table[s, 2]
+    width = out_ids.shape[1]
+    ts = np.empty(max(width, 1), dtype=np.float32)
+    ti = np.empty(max(width, 1), dtype=np.int64)
+    sorted_s = np.empty(max(width, 1), dtype=np.float32)
+    for b in range(heap_n.shape[0]):
+        n = heap_n[b]
+        depth = depths[b]
+        e = eps[b]
+        order = np.argsort(heap_s[b, :n])
+        m = 0
+        q = queries[b]
+        for x in range(n - 1, -1, -1):
+            i = order[x]
+            if m == depth and np.float64(heap_s[b, i]) + e < np.float64(ts[0]):
+                break  # this row and every later one: exact <= approximate + eps < the worst kept
+            if RESCORE_AHEAD and x >= RESCORE_AHEAD:  # the rows are scattered over memory: ask for one a few rows ahead
+                ga = heap_i[b, order[x - RESCORE_AHEAD]]
+                sa = np.searchsorted(bases, ga, side="right") - 1
+                flat = carray(_voidptr(table[sa, 0]), table[sa, 1] * dim, np.float32)
+                for off in range(0, dim, 16):
+                    _prefetch(flat, (ga - table[sa, 2]) * dim + off)
+            g = heap_i[b, i]
+            s = np.searchsorted(bases, g, side="right") - 1
+            emb = carray(_voidptr(table[s, 0]), (table[s, 1], dim), np.float32)
+            score = _dot(emb[g - table[s, 2]], q)
+            if m < depth or score > ts[0] or (score == ts[0] and g > ti[0]):
+                m = heap_push(ts, ti, m, depth, score, g)
+        certified[b] = n < keeps[b] or (m == depth and np.float64(heap_s[b, 0]) + e < np.float64(ts[0]))
+        out_n[b] = heap_sorted(ts, ti, m, sorted_s, out_ids[b])

@@ -31,12 +31,14 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .topk import heap_push
+from .topk import _sift_down, heap_push
 
 INT32_MAX = 2**31 - 1
 UNROLL = 4  # 32-byte chunks per step of the VNNI dot product: rows must be a multiple of 128 bytes
 PREFETCH_AHEAD = 6  # candidate rows prefetched ahead (into L1) of the one being scored: 4 to 8 measure the same
 BATCH_ROWS = 256  # rows per block in batch_scan: 96 KB of 384-byte rows stay in L2 across the queries
+TILE_ROWS = 16  # batch_scan's tiled kernel: rows per tile (the int32 lanes of a zmm register) ...
+TILE_QUERIES = 8  # ... and queries per tile (one accumulator register each)
 
 
 def _host_has_vnni() -> bool:
@@ -54,6 +56,19 @@ def _host_has_vnni() -> bool:
 
 
 HAS_VNNI = _host_has_vnni()
+
+
+def _host_has_vnni512() -> bool:
+    """512-bit ``vpdpbusd`` (AVX512-VNNI on zmm registers), for :func:`batch_scan`'s tiled kernel."""
+    if not HAS_VNNI:
+        return False
+    import llvmlite.binding as llvm
+
+    feats = llvm.get_host_cpu_features()
+    return bool(feats.get("avx512vnni") and feats.get("avx512f") and feats.get("avx512bw"))
+
+
+HAS_VNNI512 = _host_has_vnni512()
 
 
 def has_vnni() -> bool:
@@ -181,6 +196,127 @@ def _vnni_dot(typingctx, arr, row, qu):
             total = builder.add(total, builder.load(acc))  # lanes hold partial sums of an int32 total
         red = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [v8]), "llvm.vector.reduce.add.v8i32")
         return builder.sext(builder.call(red, [total]), ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
+    """``out[j, r] = sum_c vpdpbusd(qwords[q0 + j, c], blk[group, c, r])`` for ``j < TILE_QUERIES``, ``r < TILE_ROWS``.
+
+    ``blk``: (groups, d / 4, 16) int32, C-contiguous: ``blk[g, c, r]`` holds bytes ``4c .. 4c + 3``
+    of row ``16 g + r`` (signed); ``qwords``: (queries, d / 4) int32, C-contiguous, the query's
+    unsigned bytes four to a word; ``out``: (TILE_QUERIES, 16) int32. One zmm load of 16 rows'
+    bytes feeds ``TILE_QUERIES`` ``vpdpbusd`` with the query word broadcast: no horizontal sums.
+    """
+    sig = types.void(blk, group, qwords, q0, out)
+
+    def codegen(context, builder, signature, args):
+        bty, _, qty, _, oty = signature.args
+        b = context.make_array(bty)(context, builder, args[0])
+        qa = context.make_array(qty)(context, builder, args[2])
+        oa = context.make_array(oty)(context, builder, args[4])
+        zero = context.get_constant(types.intp, 0)
+        i32 = ir.IntType(32)
+        v16 = ir.VectorType(i32, 16)
+        gptr = cgutils.get_item_pointer(context, builder, bty, b, [args[1], zero, zero], wraparound=False)
+        gvec = builder.bitcast(gptr, v16.as_pointer())
+        nc = builder.extract_value(b.shape, 1)
+        qrow = cgutils.get_item_pointer(context, builder, qty, qa, [args[3], zero], wraparound=False)
+        qstride = builder.extract_value(qa.shape, 1)
+        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), "llvm.x86.avx512.vpdpbusd.512")
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(v16, None)) for _ in range(TILE_QUERIES)]
+        qptrs = [builder.gep(qrow, [builder.mul(qstride, context.get_constant(types.intp, j))]) for j in range(TILE_QUERIES)]
+        undef = ir.Constant(v16, ir.Undefined)
+        splat = ir.Constant(ir.VectorType(i32, 16), [0] * 16)
+        with cgutils.for_range(builder, nc) as loop:
+            c = loop.index
+            data = builder.load(builder.gep(gvec, [c]), align=4)
+            for j, acc in enumerate(accs):
+                w = builder.load(builder.gep(qptrs[j], [c]), align=4)
+                wv = builder.shuffle_vector(builder.insert_element(undef, w, context.get_constant(types.int32, 0)), undef, splat)
+                builder.store(builder.call(dp, [builder.load(acc), wv, data]), acc)
+        optr = builder.bitcast(oa.data, v16.as_pointer())
+        for j, acc in enumerate(accs):
+            builder.store(builder.load(acc), builder.gep(optr, [context.get_constant(types.intp, j)]), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
+    """:func:`_vnni512_tile`, then per query ``j`` and row ``r`` of the tile, in vector registers:
+    ``out_s[j, r] = bscale[16 group + r] * (qs32[q0 + j] * float32(acc - boff[16 group + r]))``, and bit
+    ``r`` of ``out_bits[j]`` set when ``out_s[j, r] >= thr[q0 + j]`` and ``masks[mrows[q0 + j], mcol + r] != 0``.
+
+    The float operations are those of the scalar kernels (int32 to float32, two float32 products),
+    so the scores are the same. All 16 rows of the tile must exist in ``masks`` (a full tile).
+    """
+    sig = types.void(blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits)
+
+    def codegen(context, builder, signature, args):
+        bty, _, qty, _, offty, scty, qsty, thty, mty, mrty, _, osty, obty = signature.args
+        b = context.make_array(bty)(context, builder, args[0])
+        qa = context.make_array(qty)(context, builder, args[2])
+        offa = context.make_array(offty)(context, builder, args[4])
+        sca = context.make_array(scty)(context, builder, args[5])
+        qsa = context.make_array(qsty)(context, builder, args[6])
+        tha = context.make_array(thty)(context, builder, args[7])
+        ma = context.make_array(mty)(context, builder, args[8])
+        mra = context.make_array(mrty)(context, builder, args[9])
+        osa = context.make_array(osty)(context, builder, args[11])
+        oba = context.make_array(obty)(context, builder, args[12])
+        intp = context.get_value_type(types.intp)
+        zero = context.get_constant(types.intp, 0)
+        i32 = ir.IntType(32)
+        f32 = ir.FloatType()
+        v16 = ir.VectorType(i32, 16)
+        f16 = ir.VectorType(f32, 16)
+        b16 = ir.VectorType(ir.IntType(8), 16)
+        gptr = cgutils.get_item_pointer(context, builder, bty, b, [args[1], zero, zero], wraparound=False)
+        gvec = builder.bitcast(gptr, v16.as_pointer())
+        nc = builder.extract_value(b.shape, 1)
+        qrow = cgutils.get_item_pointer(context, builder, qty, qa, [args[3], zero], wraparound=False)
+        qstride = builder.extract_value(qa.shape, 1)
+        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), "llvm.x86.avx512.vpdpbusd.512")
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(v16, None)) for _ in range(TILE_QUERIES)]
+        qptrs = [builder.gep(qrow, [builder.mul(qstride, context.get_constant(types.intp, j))]) for j in range(TILE_QUERIES)]
+        undef = ir.Constant(v16, ir.Undefined)
+        fundef = ir.Constant(f16, ir.Undefined)
+        splat = ir.Constant(v16, [0] * 16)
+        idx0 = context.get_constant(types.int32, 0)
+        with cgutils.for_range(builder, nc) as loop:
+            c = loop.index
+            data = builder.load(builder.gep(gvec, [c]), align=4)
+            for j, acc in enumerate(accs):
+                w = builder.load(builder.gep(qptrs[j], [c]), align=4)
+                wv = builder.shuffle_vector(builder.insert_element(undef, w, idx0), undef, splat)
+                builder.store(builder.call(dp, [builder.load(acc), wv, data]), acc)
+        r0 = builder.mul(args[1], context.get_constant(types.intp, TILE_ROWS))
+        offv = builder.load(builder.bitcast(builder.gep(offa.data, [r0]), v16.as_pointer()), align=4)
+        scv = builder.load(builder.bitcast(builder.gep(sca.data, [r0]), f16.as_pointer()), align=4)
+        mstride = builder.extract_value(ma.strides, 0)
+        mbase = builder.bitcast(ma.data, ir.IntType(8).as_pointer())
+        optr = builder.bitcast(osa.data, f16.as_pointer())
+        zero8 = ir.Constant(b16, None)
+        for j, acc in enumerate(accs):
+            qj = builder.add(args[3], context.get_constant(types.intp, j))
+            f = builder.sitofp(builder.sub(builder.load(acc), offv), f16)
+            qs = builder.load(builder.gep(qsa.data, [qj]))
+            t = builder.load(builder.gep(tha.data, [qj]))
+            qsv = builder.shuffle_vector(builder.insert_element(fundef, qs, idx0), fundef, splat)
+            tv = builder.shuffle_vector(builder.insert_element(fundef, t, idx0), fundef, splat)
+            sc = builder.fmul(scv, builder.fmul(qsv, f))
+            builder.store(sc, builder.gep(optr, [context.get_constant(types.intp, j)]), align=4)
+            ge = builder.fcmp_ordered(">=", sc, tv)
+            mrow = builder.load(builder.gep(mra.data, [qj]))
+            mp = builder.gep(mbase, [builder.add(builder.mul(mrow, mstride), args[10])])
+            mv = builder.load(builder.bitcast(mp, b16.as_pointer()), align=1)
+            hit = builder.and_(ge, builder.icmp_unsigned("!=", mv, zero8))
+            bits = builder.zext(builder.bitcast(hit, ir.IntType(16)), i32)
+            builder.store(bits, builder.gep(oba.data, [context.get_constant(types.intp, j)]))
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -331,6 +467,173 @@ else:
     masked_dot_topk_vnni = masked_dot_above_vnni = batch_scan_vnni = None
 
 
+@njit(cache=True, nogil=True)
+def _tile_block(q32, r0, r1, blk):
+    """Rows ``r0 .. r1`` of ``q32`` (the int8 rows as int32 words) into ``blk``'s layout (see :func:`_vnni512_tile`), zero-padded."""
+    n_groups = blk.shape[0]
+    d4 = q32.shape[1]
+    for g in range(n_groups):
+        for r in range(TILE_ROWS):
+            row = r0 + g * TILE_ROWS + r
+            if row < r1:
+                for c in range(d4):
+                    blk[g, c, r] = q32[row, c]
+            else:
+                for c in range(d4):
+                    blk[g, c, r] = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _key(bits, gid):
+    """A candidate as one uint64 ordered as the heaps order them: score (float32 ``bits``), then id (< 2^32)."""
+    ordered = (bits | np.uint32(0x80000000)) if bits < np.uint32(0x80000000) else ~bits
+    return (np.uint64(ordered) << np.uint64(32)) | np.uint64(gid)
+
+
+@njit(cache=True, nogil=True)
+def _keep_best(buf, n, k):
+    """Move the ``k`` largest of ``buf[:n]`` to its front; return how many are kept (``min(n, k)``)."""
+    if n <= k:
+        return n
+    part = np.partition(buf[:n], n - k)
+    buf[:k] = part[n - k :]
+    return k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _key_score(key, ubits, sbits):
+    """The score of a :func:`_key` (``ubits``/``sbits``: one uint32 and its float32 view, scratch)."""
+    ordered = np.uint32(key >> np.uint64(32))
+    ubits[0] = (ordered & np.uint32(0x7FFFFFFF)) if ordered >= np.uint32(0x80000000) else ~ordered
+    return sbits[0]
+
+
+if HAS_VNNI512:
+
+    @njit(cache=True, nogil=True)
+    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen):
+        """:func:`batch_scan_q8` as a tiled int8 matrix product (int8 queries; ``qwords[b]``: ``qw + 128`` as
+        int32 words, rows rounded up to a multiple of TILE_QUERIES with any query).
+
+        Per block of ``BATCH_ROWS`` rows, laid out 16 rows to a tile, each tile is multiplied by
+        ``TILE_QUERIES`` queries at once and scored and filtered in vector registers
+        (:func:`_vnni512_tile_scored`: every row, candidate or not, which costs less than choosing).
+        A candidate above its query's threshold goes to the query's buffer of keys
+        (:func:`_key`), which is cut back to the best ``ks[b]`` when full; the threshold is then
+        the worst kept. (A heap push per candidate costs several cache misses, with one heap per
+        query.) The heaps end holding the best ``ks[b]`` by (score, id), heapified.
+        Global ids must be below 2^32.
+
+        ``floors[b]``: rows scoring below it are not offered (-inf: none; see :func:`batch_scan`).
+        ``stride``: scan every ``stride``-th block of rows only (a sample); ``seen[b]`` counts
+        the candidates of the blocks scanned when ``stride > 1``.
+        """
+        n = q32.shape[0]
+        n_q = heap_n.shape[0]
+        n_qt = qwords.shape[0]
+        kmax = 0
+        for b in range(n_q):
+            kmax = max(kmax, ks[b])
+        cap = 2 * kmax + 64
+        buf = np.empty((n_q, cap), dtype=np.uint64)
+        fill = np.zeros(n_q, dtype=np.int64)
+        tkey = np.zeros(n_q, dtype=np.uint64)  # a key must exceed this to be kept (0: fewer than k kept yet)
+        thr = np.full(n_qt, np.inf, dtype=np.float32)  # its score must reach this (+inf: padding query or k = 0)
+        qs32 = np.zeros(n_qt, dtype=np.float32)
+        mrows = np.zeros(n_qt, dtype=np.int64)
+        sbits = np.empty(1, dtype=np.float32)
+        ubits = sbits.view(np.uint32)
+        for b in range(n_qt):
+            mrows[b] = min(b, n_q - 1)
+        for b in range(n_q):
+            qs32[b] = np.float32(qscales[b])
+            k = ks[b]
+            if k <= 0:
+                continue
+            thr[b] = floors[b]
+            for i in range(heap_n[b]):  # the heap from earlier segments
+                sbits[0] = heap_s[b, i] + np.float32(0.0)
+                buf[b, i] = _key(ubits[0], heap_i[b, i])
+            fill[b] = heap_n[b]
+            if fill[b] >= k:
+                fill[b] = _keep_best(buf[b], fill[b], k)
+                tkey[b] = buf[b, :k].min()
+                thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
+        blk = np.empty((BATCH_ROWS // TILE_ROWS, q32.shape[1], TILE_ROWS), dtype=np.int32)
+        boff = np.zeros(BATCH_ROWS, dtype=np.int32)
+        bscale = np.zeros(BATCH_ROWS, dtype=np.float32)
+        acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
+        out_s = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.float32)
+        out_bits = np.zeros(TILE_QUERIES, dtype=np.int32)
+        for r0 in range(0, n, BATCH_ROWS * stride):
+            r1 = min(n, r0 + BATCH_ROWS)
+            if stride > 1:
+                for b in range(n_q):
+                    c = 0
+                    for row in range(r0, r1):
+                        c += masks[b, base + row] != 0
+                    seen[b] += c
+            _tile_block(q32, r0, r1, blk)
+            for r in range(r1 - r0):
+                boff[r] = np.int32(128 * np.int64(rowsum[r0 + r]))
+                bscale[r] = scale[r0 + r]
+            n_groups = (r1 - r0 + TILE_ROWS - 1) // TILE_ROWS
+            for q0 in range(0, n_qt, TILE_QUERIES):
+                for g in range(n_groups):
+                    g0 = r0 + g * TILE_ROWS
+                    g1 = min(r1, g0 + TILE_ROWS)
+                    if g1 - g0 == TILE_ROWS:
+                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
+                    else:  # the segment's last, partial tile: scored here
+                        _vnni512_tile(blk, g, qwords, q0, acc)
+                        for j in range(TILE_QUERIES):
+                            bits = 0
+                            if q0 + j < n_q:
+                                for row in range(g0, g1):
+                                    dot = np.int32(np.int64(acc[j, row - g0]) - 128 * np.int64(rowsum[row]))
+                                    sc = scale[row] * (qs32[q0 + j] * np.float32(dot))
+                                    out_s[j, row - g0] = sc
+                                    if sc >= thr[q0 + j] and masks[q0 + j, base + row] != 0:
+                                        bits |= 1 << (row - g0)
+                            out_bits[j] = bits
+                    for j in range(TILE_QUERIES):
+                        bits = out_bits[j]
+                        if bits == 0:
+                            continue
+                        b = q0 + j
+                        k = ks[b]
+                        for r in range(TILE_ROWS):
+                            if (bits >> r) & 1:
+                                sbits[0] = out_s[j, r] + np.float32(0.0)  # -0.0 as 0.0: equal scores, one key order
+                                key = _key(ubits[0], base + g0 + r)
+                                if key <= tkey[b]:
+                                    continue
+                                if fill[b] == cap:
+                                    fill[b] = _keep_best(buf[b], fill[b], k)
+                                    tkey[b] = buf[b, :k].min()
+                                    thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
+                                    if key <= tkey[b]:
+                                        continue
+                                buf[b, fill[b]] = key
+                                fill[b] += 1
+        for b in range(n_q):
+            k = ks[b]
+            if k <= 0:
+                continue
+            m = _keep_best(buf[b], fill[b], k)
+            hs = heap_s[b]
+            hi = heap_i[b]
+            for i in range(m):
+                hs[i] = _key_score(buf[b, i], ubits, sbits)
+                hi[i] = np.int64(buf[b, i] & np.uint64(0xFFFFFFFF))
+            for i in range(m // 2 - 1, -1, -1):  # heapify (cheaper than sorting: this runs per query and segment)
+                _sift_down(hs, hi, m, i)
+            heap_n[b] = m
+
+else:
+    batch_scan_vnni512 = None
+
+
 def _vnni_ok(q8) -> bool:
     return HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous
 
@@ -381,11 +684,96 @@ class Int8Query:
         return error_bound(stats, self.query, self.qscale)
 
 
-def batch_scan(q8, scale, stats, queries: list[Int8Query], masks, base, k, heap_s, heap_i, heap_n) -> None:
-    """The int8 scan of many int8 (not ``precise``) queries over one segment, into heaps ``heap_*[b]``."""
-    assert not any(q.precise for q in queries), "batch_scan takes int8 queries: Int8Query(v, precise=False)"
-    qscales = np.array([q.qscale for q in queries], dtype=np.float64)
+class Int8Batch:
+    """Many int8 (bulk-scoring) queries prepared at once: row ``b`` holds the numbers of
+    ``Int8Query(queries[b], precise=False)`` (the same operations, on whole arrays).
+
+    ``hi``: the VNNI bytes, rows padded with zero queries to a multiple of ``TILE_QUERIES``.
+    """
+
+    def __init__(self, query: np.ndarray, qw: np.ndarray, qscale: np.ndarray):
+        self.query, self.qw, self.qscale = query, qw, qscale
+        n, d = qw.shape
+        self.hi = np.full((-(-n // TILE_QUERIES) * TILE_QUERIES, d), 128, dtype=np.uint8)  # padding queries: qw = 0
+        self.hi[:n] = (qw.astype(np.int32) + 128).astype(np.uint8)
+
+    @classmethod
+    def quantize(cls, queries: np.ndarray) -> "Int8Batch":
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        q = q.reshape(len(q), q.shape[-1] if q.ndim == 2 else -1) if len(q) else q.reshape(0, q.shape[-1] if q.ndim == 2 else 0)
+        m = np.abs(q).max(axis=1).astype(np.float64) if q.shape[1] else np.zeros(len(q))
+        qscale = np.where(m > 0, m / 127, 1.0)
+        qw = np.clip(np.rint(q.astype(np.float64) / qscale[:, None]), -127, 127).astype(np.int16)
+        return cls(q, qw, qscale)
+
+    @classmethod
+    def of(cls, queries: list[Int8Query]) -> "Int8Batch":
+        assert not any(q.precise for q in queries), "batch_scan takes int8 queries: Int8Query(v, precise=False)"
+        d = len(queries[0].qw) if queries else 0
+        return cls(
+            np.array([q.query for q in queries], dtype=np.float32).reshape(len(queries), d),
+            np.array([q.qw for q in queries], dtype=np.int16).reshape(len(queries), d),
+            np.array([q.qscale for q in queries], dtype=np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.qscale)
+
+    def error_bounds(self, stats) -> np.ndarray:
+        """:func:`error_bound` of every query (float64 array)."""
+        if len(stats[0]) == 0:
+            return np.zeros(len(self), dtype=np.float64)
+        q = np.abs(self.query.astype(np.float64))
+        q1 = q.sum(axis=1)
+        qmax = (q.max(axis=1) if q.shape[1] else 0.0) + self.qscale
+        return 0.5 * q1 * stats[2] + stats[3] * (0.5 * self.qscale + 4 * 2.0**-24 * qmax) + 1e-7
+
+
+def tiled_scan_ok(q8, base: int) -> bool:
+    """Whether :func:`batch_scan` runs the tiled kernel on this segment (and so takes ``floors``)."""
+    return HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32
+
+
+def batch_scan(
+    q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None
+) -> None:
+    """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
+    precise=False)``) over one segment, into heaps ``heap_*[b]``.
+
+    ``k``: the heaps' capacity, one for all or one per query (at most ``heap_s.shape[1]``).
+    ``tiled``: the tiled matrix-product kernel where the CPU has 512-bit VNNI (the row-by-row
+    kernels otherwise, or when False); all give the same heaps.
+
+    Tiled kernel only (:func:`tiled_scan_ok`): ``floors[b]`` (float32): rows scoring below it
+    are not offered to heap ``b``. The heap is then the best ``k[b]`` of the rows at or above
+    the floor, which are the best of all rows when it fills (the caller checks). ``stride``:
+    scan every ``stride``-th block of ``BATCH_ROWS`` rows, a sample; ``seen[b]`` (int64)
+    is increased by the candidates in the blocks scanned (when ``stride > 1``).
+    """
+    if not isinstance(queries, Int8Batch):
+        queries = Int8Batch.of(list(queries))
+    n_q = len(queries)
+    ks = np.ascontiguousarray(np.broadcast_to(np.asarray(k, dtype=np.int64), (n_q,)))
+    assert n_q == 0 or int(ks.max()) <= heap_s.shape[1]
+    if n_q == 0:
+        return
+    if tiled and tiled_scan_ok(q8, base):
+        floors = np.full(n_q, -np.inf, dtype=np.float32) if floors is None else np.ascontiguousarray(floors, dtype=np.float32)
+        seen = np.zeros(n_q, dtype=np.int64) if seen is None else seen
+        batch_scan_vnni512(
+            q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
+            floors, int(stride), seen,
+        )
+        return
+    assert floors is None and stride == 1, "floors and sampling need the tiled kernel"
+    if not np.all(ks == ks[0]):
+        for b in range(n_q):  # per-query capacities: the row-by-row kernels one query at a time
+            one = Int8Batch(queries.query[b : b + 1], queries.qw[b : b + 1], queries.qscale[b : b + 1])
+            sub = slice(b, b + 1)
+            batch_scan(q8, scale, stats, one, masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False)
+        return
+    k = int(ks[0])
     if _vnni_ok(q8):
-        batch_scan_vnni(q8, scale, stats[0], np.stack([q.hi for q in queries]), qscales, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n)
     else:
-        batch_scan_q8(q8, scale, np.stack([q.qw for q in queries]), qscales, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n)

@@ -129,11 +129,16 @@ def checkpoint_bits(d_order, d_days, d_until_days, u_order, u_days, cp_days, bit
 
 @njit(cache=True, nogil=True)
 def _unpack(words, out, lut):
-    o = out.view(np.uint64)
-    for w in range(words.shape[0]):
+    """``out[i] = bit i of words`` for every byte of ``out`` (eight at a time, then the tail)."""
+    n = out.shape[0]
+    whole = n // 64
+    o = out[: whole * 64].view(np.uint64)
+    for w in range(whole):
         x = words[w]
         for b in range(8):
             o[w * 8 + b] = lut[(x >> np.uint64(8 * b)) & np.uint64(255)]
+    for i in range(whole * 64, n):
+        out[i] = (words[i >> 6] >> np.uint64(i & 63)) & np.uint64(1)
 
 
 @njit(cache=True, nogil=True)
@@ -142,7 +147,7 @@ def mask_at(
 ):
     """``out[i] = dates[i] <= t < valid_until[i]`` for every document i (undated: 0).
 
-    ``out`` holds ``64 * bits.shape[1]`` bytes (the padding is garbage on return). Starts
+    ``out``: one byte per document, contiguous. Starts
     from the last checkpoint at or before ``t``'s day (or from nothing), sets the documents
     dated since that checkpoint and before ``t``'s day and still valid after it, clears those
     retired since, and settles the documents dated or retired on ``t``'s day from µs values.
@@ -250,14 +255,14 @@ class ValidIndex:
         return self.bits.nbytes + sum(a.nbytes for a in (*self.by_date, *self.by_until))
 
     def mask(self, t: int, out: np.ndarray | None = None) -> np.ndarray:
-        """uint8 mask of the documents valid at µs ``t``: ``n`` bytes of ``out`` (of at least
-        ``64 * words`` bytes; a fresh array when None)."""
+        """uint8 mask of the documents valid at µs ``t``, written into ``out`` (``n`` contiguous
+        bytes; a fresh array when None) and returned."""
         if out is None:
-            out = np.empty(self.words * 64, dtype=np.uint8)
-        elif out.dtype != np.uint8 or out.ndim != 1 or out.shape[0] < self.words * 64 or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a contiguous uint8 array of at least {self.words * 64} bytes")
+            out = np.empty(self.n, dtype=np.uint8)
+        elif out.dtype != np.uint8 or out.shape != (self.n,) or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a contiguous uint8 array of {self.n} bytes")
         mask_at(np.int64(t), self.cp_days, self.bits, _UNPACK, *self.by_date, *self.by_until, self.dates, self.valid_until, out)
-        return out[: self.n]
+        return out
 
     def keep_dates(self, mask: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """``mask`` narrowed to documents dated within ``[lo, hi]`` µs (a fresh array)."""

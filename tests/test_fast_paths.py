@@ -164,6 +164,164 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
         assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1), st.lists(st.integers(1, 700), min_size=1, max_size=3), st.sampled_from([128, 384]),
+    st.floats(0.0, 1.0), st.integers(1, 19), st.booleans(),
+)
+def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac, n_q, scaled_scores):
+    """The tiled int8 kernel (512-bit VNNI, where the CPU has it) against the portable row kernel,
+    query by query: several segments feeding the same heaps, a capacity per query (0 included),
+    partial tiles, query counts that are not a multiple of the tile, ties (equal rows), bit for bit."""
+    rng = np.random.default_rng(seed)
+    n_docs = sum(sizes) + 3
+    masks = (rng.random((n_q, n_docs)) < frac).astype(np.uint8)
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
+    ks = rng.integers(0, 90, n_q)
+    width = max(1, int(ks.max()))
+    tiled = [np.zeros((n_q, width), np.float32), np.zeros((n_q, width), np.int64), np.zeros(n_q, np.int64)]
+    want = [TopK(max(int(kb), 1)) for kb in ks]
+    base = 3
+    for n in sizes:
+        q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
+        q8[rng.random(n) < 0.2] = q8[0]  # equal rows: equal scores, the later id first
+        scale = (rng.random(n).astype(np.float32) if scaled_scores else np.full(n, 0.01, np.float32))
+        stats = segment_stats(q8, scale)
+        batch_scan(q8, scale, stats, queries, masks, base, ks, *tiled)
+        for b, q in enumerate(queries):
+            if ks[b]:
+                h = want[b]
+                h.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b], base, int(ks[b]), h.scores, h.ids, h.n)
+        base += n
+    for b in range(n_q):
+        got = TopK(width)
+        got.scores[:], got.ids[:], got.n = tiled[0][b], tiled[1][b], int(tiled[2][b])
+        w = want[b].result() if ks[b] else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        g = got.result()
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3000), st.floats(0.05, 1.0), st.integers(1, 12), st.integers(1, 4))
+def test_tiled_batch_scan_floors_and_samples(seed, n, frac, n_q, stride):
+    """The tiled kernel's floors: a heap that fills holds what the scan without floors holds;
+    one that does not fill holds exactly the rows at or above its floor. Its sample (every
+    stride-th block): the heap of the row kernel over those rows, and their candidates counted."""
+    from mempp.kernels.int8dot import BATCH_ROWS, tiled_scan_ok
+
+    d = 128
+    rng = np.random.default_rng(seed)
+    q8 = rng.integers(-127, 128, (n, d)).astype(np.int8)
+    if not tiled_scan_ok(q8, 0):
+        pytest.skip("no 512-bit VNNI here")
+    scale = rng.random(n).astype(np.float32)
+    stats = segment_stats(q8, scale)
+    masks = (rng.random((n_q, n)) < frac).astype(np.uint8)
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
+    k = int(rng.integers(1, 60))
+    free = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *free)
+    floors = rng.standard_normal(n_q).astype(np.float32) * 0.1 + np.array([float(np.median(free[0][b, : free[2][b]])) if free[2][b] else 0.0 for b in range(n_q)], np.float32)
+    floors[rng.random(n_q) < 0.3] = -np.inf
+    floored = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *floored, floors=floors)
+    for b, q in enumerate(queries):
+        got = TopK(k)
+        got.scores[:], got.ids[:], got.n = floored[0][b], floored[1][b], int(floored[2][b])
+        filled = got.n == k
+        g = got.result()
+        if filled or floors[b] == -np.inf:
+            want = TopK(k)
+            want.scores[:], want.ids[:], want.n = free[0][b], free[1][b], int(free[2][b])
+            w = want.result()
+        else:
+            approx = scale * (np.float32(q.qscale) * (q8.astype(np.int32) @ q.qw.astype(np.int32)).astype(np.float32))
+            above = np.flatnonzero((approx >= floors[b]) & (masks[b] != 0))
+            assert len(g[0]) == len(above) < k
+            w = (above[np.lexsort((-above, -approx[above]))], approx[above][np.lexsort((-above, -approx[above]))])
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+    # the sample
+    sampled = np.zeros(n, bool)
+    for r0 in range(0, n, BATCH_ROWS * stride):
+        sampled[r0 : r0 + BATCH_ROWS] = True
+    seen = np.zeros(n_q, np.int64)
+    samp = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+    batch_scan(q8, scale, stats, queries, masks, 0, k, *samp, stride=stride, seen=seen)
+    if stride > 1:
+        assert np.array_equal(seen, (masks[:, sampled] != 0).sum(axis=1))
+    for b, q in enumerate(queries):
+        want = TopK(k)
+        want.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b] * sampled, 0, k, want.scores, want.ids, want.n)
+        got = TopK(k)
+        got.scores[:], got.ids[:], got.n = samp[0][b], samp[1][b], int(samp[2][b])
+        w, g = want.result(), got.result()
+        assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+
+
+def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatch):
+    """The batch's sampled floors (on from a few blocks of rows here, as on large stores): the same
+    answers as single queries, including queries whose heap did not fill and were scanned again."""
+    monkeypatch.setattr(P, "SEED_MIN_DOCS", 0)
+    monkeypatch.setattr(P, "SEED_STRIDE", 2)
+    monkeypatch.setattr(P, "SEED_MARGIN", 1.0)  # floors about as high as the heaps' roots: some heaps do not fill
+    rng = np.random.default_rng(5)
+    n, dim = 3000, 128
+    emb = unit_rows(rng, n, dim)
+    vocab = [f"word{i}" for i in range(40)]
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(2, 8))) for _ in range(n)]
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=dim), index=IndexConfig(vector_copy="int8"))
+    docs = [{"text": t, "date": f"2023-{1 + i % 12:02d}-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]
+    for a in range(0, n, 1000):
+        s.add(docs[a : a + 1000], embeddings=emb[a : a + 1000])
+    questions = [" ".join(rng.choice(vocab, size=2)) for _ in range(40)]
+    qv = unit_rows(rng, 40, dim)
+    as_of = [f"2023-{1 + i % 12:02d}-10" for i in range(40)]
+    opts = [s._query_options(as_of=a, k=10) for a in as_of]
+    masks = np.stack([P.candidate_mask(s._snap, o) for o in opts])
+    counts = np.count_nonzero(masks, axis=1)
+    keeps = np.maximum(200, P.BATCH_KEEP_BASE + counts // P.BATCH_KEEP_PER_CANDIDATES)
+    prepared = mempp.kernels.Int8Batch.quantize(qv)
+    floors = P._scan_floors(s._snap, prepared, masks, keeps, counts)
+    if not all(mempp.kernels.int8dot.tiled_scan_ok(e.q8, e.base) for e in s._snap.segments):
+        assert floors is None  # no floors without the tiled kernel
+        pytest.skip("no 512-bit VNNI here")
+    assert floors is not None and np.isfinite(floors).any()
+    heaps = [np.empty((40, keeps.max()), np.float32), np.empty((40, keeps.max()), np.int64), np.zeros(40, np.int64)]
+    for e in s._snap.segments:
+        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, *heaps, floors=floors)
+    rescanned = int(((heaps[2] < keeps) & np.isfinite(floors)).sum())
+    assert 0 < rescanned < int(np.isfinite(floors).sum())
+    table = s.query_batch(questions, qv, k=10, as_of=as_of, depth=20)
+    rows = table.to_pylist()
+    for qi in range(40):
+        hits = s.query(questions[qi], embedding=qv[qi], k=10, as_of=as_of[qi], depth=20, vector_index="exact")
+        assert [r["doc_id"] for r in rows if r["query"] == qi] == [h.doc_id for h in hits]
+        assert [r["rank_vector"] for r in rows if r["query"] == qi] == [h.ranks["vector"] for h in hits]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 20), st.sampled_from([1, 16, 128, 384]), st.floats(1e-6, 1e3))
+def test_int8_batch_quantizes_as_int8_queries_do(seed, n_q, d, magnitude):
+    """Int8Batch.quantize (whole arrays) against Int8Query(v, precise=False) row by row: the same
+    integers, scales and VNNI bytes (padded with zero queries), and the same error bounds."""
+    from mempp.kernels import Int8Batch
+    from mempp.kernels.int8dot import TILE_QUERIES
+
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((n_q, d)) * magnitude).astype(np.float32)
+    if n_q:
+        q[0] = 0.0  # a zero query: scale 1
+    batch = Int8Batch.quantize(q)
+    assert batch.hi.shape == (-(-n_q // TILE_QUERIES) * TILE_QUERIES, d) and (batch.hi[n_q:] == 128).all()
+    q8 = rng.integers(-127, 128, (50, d)).astype(np.int8)
+    stats = segment_stats(q8, rng.random(50).astype(np.float32))
+    bounds = batch.error_bounds(stats)
+    for b in range(n_q):
+        one = Int8Query(q[b], precise=False)
+        assert np.array_equal(batch.qw[b], one.qw) and batch.qscale[b] == one.qscale and np.array_equal(batch.hi[b], one.hi)
+        assert math.isclose(bounds[b], one.error_bound(stats), rel_tol=1e-12)
+
+
 def _store(path, emb, texts, vector_copy):
     s = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=emb.shape[1]), index=IndexConfig(vector_copy=vector_copy))
     docs = [{"text": t, "date": f"2023-01-{1 + i % 28:02d}", "key": f"k{i}"} for i, t in enumerate(texts)]
@@ -341,6 +499,58 @@ def test_query_batch_equals_single_queries(tmp_path, kind, vector_copy):
         assert all(r is not None for r in legs)
 
 
+@pytest.mark.parametrize("kind", ["isotropic", "near-duplicates"])
+def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind):
+    """certified_tops (rescoring best approximate first, stopping early, all queries in one call)
+    against _certified_top (every kept row rescored), per query: the same exact top and the same
+    verdict; with capacities small enough that some queries cannot be certified."""
+    from mempp.kernels import Int8Batch
+    from mempp.kernels.cosine import certified_tops
+
+    rng = np.random.default_rng(11 if kind == "isotropic" else 12)
+    n, dim = 900, 128
+    emb = unit_rows(rng, n, dim)
+    if kind == "near-duplicates":
+        emb = np.repeat(unit_rows(rng, 1, dim), n, axis=0) + 1e-3 * rng.standard_normal((n, dim)).astype(np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    texts = [f"w{i % 7}" for i in range(n)]
+    s = _store(tmp_path / "s", emb, texts, "int8")
+    snap = s._snap
+    n_q = 24
+    qv = unit_rows(rng, n_q, dim)
+    masks = (rng.random((n_q, n)) < rng.random((n_q, 1))).astype(np.uint8)
+    depths = rng.integers(1, 30, n_q)
+    keeps = depths + rng.integers(0, 120, n_q)
+    prepared = Int8Batch.quantize(qv)
+    width = int(keeps.max())
+    hs, hi, hn = np.empty((n_q, width), np.float32), np.empty((n_q, width), np.int64), np.zeros(n_q, np.int64)
+    eps = np.zeros(n_q)
+    for e in snap.segments:
+        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn)
+        eps = np.maximum(eps, prepared.error_bounds(e.q8_stats()))
+    table, keep = P._embedding_table(snap)
+    out_ids = np.empty((n_q, int(depths.max())), np.int64)
+    out_n = np.zeros(n_q, np.int64)
+    certified = np.zeros(n_q, np.bool_)
+    certified_tops(table, dim, qv, hs, hi, hn, keeps, depths, eps, out_ids, out_n, certified)
+    verdicts = set()
+    for b in range(n_q):
+        want = P._certified_top(snap, qv[b], hs[b], hi[b], int(hn[b]), int(keeps[b]), int(depths[b]), float(eps[b]))
+        assert certified[b] == (want is not None)
+        verdicts.add(bool(certified[b]))
+        if want is not None:
+            assert np.array_equal(out_ids[b, : out_n[b]], want)
+            # and the exact scan agrees
+            heap = TopK(int(depths[b]))
+            for e in snap.segments:
+                heap.n = masked_dot_topk(e.segment.embeddings, qv[b], masks[b], e.base, int(depths[b]), heap.scores, heap.ids, heap.n)
+            assert np.array_equal(heap.result()[0], want)
+    if kind == "near-duplicates":
+        assert False in verdicts
+    else:
+        assert True in verdicts
+
+
 _US = st.one_of(
     st.integers(-(2**62), 2**62),
     st.integers(-3, 3).map(lambda d: d * 86_400 * 10**6),  # midnight boundaries
@@ -365,6 +575,9 @@ def test_valid_mask_kernel_matches_the_rule(docs, ts, every):
     for t in ts + [int(d) for d in vi.cp_days[:3] * 86_400 * 10**6]:  # also exactly on checkpoints
         want = [d != NAT and d <= t and (u == FOREVER or u > t) for d, u in docs]
         assert vi.mask(t).astype(bool).tolist() == want
+        rows = np.full((3, len(docs)), 7, dtype=np.uint8)  # bulk scoring writes one row per query
+        vi.mask(t, rows[1])
+        assert rows[1].astype(bool).tolist() == want and (rows[[0, 2]] == 7).all()
 
 
 @settings(max_examples=200, deadline=None)

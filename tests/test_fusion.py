@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mempp.fusion import rrf, select
+import numpy as np
+
+from mempp.fusion import fuse, rrf, select
 
 SETTINGS = settings(max_examples=60, deadline=None)
 LEGS = ("lexical", "tag", "vector")
@@ -203,3 +205,22 @@ def test_end_to_end_fusion_matches_model(case):
     rankings, weights, dates, k = case
     want = model_select(model_rrf(rankings, weights), dates, k)
     assert select(rrf(rankings, weights), dates, k) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(fused_cases(), st.booleans())
+def test_fuse_on_arrays_equals_rrf_then_select(case, reserve):
+    """The array path of the read path (``fuse``) against ``select(rrf(...))``: the same choice,
+    and the same fused floats for every document."""
+    rankings, weights, dates, k = case
+    undated = -(2**63)
+    arr = np.full(30, undated, dtype=np.int64)
+    for d, v in dates.items():
+        if v is not None:
+            arr[d] = v
+    # `select` reads a missing date as undated, as the array does
+    chosen, fused = fuse(rankings, weights, arr, undated, k, reserve)
+    want_scores = rrf(rankings, weights)
+    assert chosen == select(want_scores, {d: (None if arr[d] == undated else int(arr[d])) for d in want_scores}, k, reserve)
+    assert fused == want_scores
+    assert all(type(d) is int for d, _ in chosen) and all(type(v) is float for v in fused.values())

@@ -199,8 +199,10 @@ def test_invert_batch(benchmark, corpus):
     benchmark(invert, flat, lengths, 50_000)
 
 
-def test_int8_batch_scan(benchmark, corpus):
-    """Bulk scoring: 32 int8 queries per pass over the rows."""
+@pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "rows"])
+def test_int8_batch_scan(benchmark, corpus, tiled):
+    """Bulk scoring: 32 int8 queries per pass over the rows; the tiled matrix product (512-bit
+    VNNI, where the CPU has it) or the row-by-row kernel."""
     from mempp.kernels import batch_scan
 
     q8, scale, stats, _ = _int8_copy(corpus)
@@ -211,7 +213,7 @@ def test_int8_batch_scan(benchmark, corpus):
         hs = np.empty((32, 200), dtype=np.float32)
         hi = np.empty((32, 200), dtype=np.int64)
         hn = np.zeros(32, dtype=np.int64)
-        batch_scan(q8, scale, stats, queries, masks, 0, 200, hs, hi, hn)
+        batch_scan(q8, scale, stats, queries, masks, 0, 200, hs, hi, hn, tiled=tiled)
 
     benchmark(run)
 
@@ -262,3 +264,17 @@ def test_analyzer_tokenize(benchmark, workload_store):
     texts = w.texts(0, 5_000)
     ids: dict[str, int] = {}
     benchmark(Analyzer().term_ids, texts, lambda t: ids.setdefault(t, len(ids)))
+
+
+def test_rrf_select(benchmark):
+    """Fusion of one hybrid query: three legs of 50, k = 10 with the date reserve."""
+    from mempp.kernels.rrf import rrf_select
+
+    rng = np.random.default_rng(4)
+    docs = np.concatenate([rng.choice(100_000, 50, replace=False) for _ in range(3)]).astype(np.int64)
+    starts = np.array([0, 50, 100, 150], dtype=np.int64)
+    weights = np.array([2.0, 1.0, 1.0])
+    dates = rng.integers(0, 10**15, 100_000).astype(np.int64)
+    out_d, out_r = np.empty(10, np.int64), np.empty(10, np.bool_)
+    fd, fs = np.empty(150, np.int64), np.empty(150, np.float64)
+    benchmark(rrf_select, docs, starts, weights, 60, dates, -(2**63), 10, True, out_d, out_r, fd, fs)

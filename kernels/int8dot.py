@@ -200,6 +200,34 @@ def _vnni_dot(typingctx, arr, row, qu):
     return sig, codegen
 
 
+def _emit_tile_sums(context, builder, bty, blk, group, qty, qwords, q0) -> list:
+    """IR of the tile's dot products (see :func:`_vnni512_tile`): ``TILE_QUERIES`` allocas of
+    16 int32 lanes, lane ``r`` of the ``j``-th holding query ``q0 + j`` · row ``16 group + r``."""
+    b = context.make_array(bty)(context, builder, blk)
+    qa = context.make_array(qty)(context, builder, qwords)
+    zero = context.get_constant(types.intp, 0)
+    v16 = ir.VectorType(ir.IntType(32), 16)
+    gptr = cgutils.get_item_pointer(context, builder, bty, b, [group, zero, zero], wraparound=False)
+    gvec = builder.bitcast(gptr, v16.as_pointer())
+    nc = builder.extract_value(b.shape, 1)
+    qrow = cgutils.get_item_pointer(context, builder, qty, qa, [q0, zero], wraparound=False)
+    qstride = builder.extract_value(qa.shape, 1)
+    dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), "llvm.x86.avx512.vpdpbusd.512")
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(v16, None)) for _ in range(TILE_QUERIES)]
+    qptrs = [builder.gep(qrow, [builder.mul(qstride, context.get_constant(types.intp, j))]) for j in range(TILE_QUERIES)]
+    undef = ir.Constant(v16, ir.Undefined)
+    splat = ir.Constant(v16, [0] * 16)
+    idx0 = context.get_constant(types.int32, 0)
+    with cgutils.for_range(builder, nc) as loop:
+        c = loop.index
+        data = builder.load(builder.gep(gvec, [c]), align=4)  # 16 rows' bytes 4c..4c+3, one zmm
+        for j, acc in enumerate(accs):
+            w = builder.load(builder.gep(qptrs[j], [c]), align=4)
+            wv = builder.shuffle_vector(builder.insert_element(undef, w, idx0), undef, splat)
+            builder.store(builder.call(dp, [builder.load(acc), wv, data]), acc)
+    return accs
+
+
 @intrinsic
 def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
     """``out[j, r] = sum_c vpdpbusd(qwords[q0 + j, c], blk[group, c, r])`` for ``j < TILE_QUERIES``, ``r < TILE_ROWS``.
@@ -213,29 +241,9 @@ def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
 
     def codegen(context, builder, signature, args):
         bty, _, qty, _, oty = signature.args
-        b = context.make_array(bty)(context, builder, args[0])
-        qa = context.make_array(qty)(context, builder, args[2])
         oa = context.make_array(oty)(context, builder, args[4])
-        zero = context.get_constant(types.intp, 0)
-        i32 = ir.IntType(32)
-        v16 = ir.VectorType(i32, 16)
-        gptr = cgutils.get_item_pointer(context, builder, bty, b, [args[1], zero, zero], wraparound=False)
-        gvec = builder.bitcast(gptr, v16.as_pointer())
-        nc = builder.extract_value(b.shape, 1)
-        qrow = cgutils.get_item_pointer(context, builder, qty, qa, [args[3], zero], wraparound=False)
-        qstride = builder.extract_value(qa.shape, 1)
-        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), "llvm.x86.avx512.vpdpbusd.512")
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(v16, None)) for _ in range(TILE_QUERIES)]
-        qptrs = [builder.gep(qrow, [builder.mul(qstride, context.get_constant(types.intp, j))]) for j in range(TILE_QUERIES)]
-        undef = ir.Constant(v16, ir.Undefined)
-        splat = ir.Constant(ir.VectorType(i32, 16), [0] * 16)
-        with cgutils.for_range(builder, nc) as loop:
-            c = loop.index
-            data = builder.load(builder.gep(gvec, [c]), align=4)
-            for j, acc in enumerate(accs):
-                w = builder.load(builder.gep(qptrs[j], [c]), align=4)
-                wv = builder.shuffle_vector(builder.insert_element(undef, w, context.get_constant(types.int32, 0)), undef, splat)
-                builder.store(builder.call(dp, [builder.load(acc), wv, data]), acc)
+        v16 = ir.VectorType(ir.IntType(32), 16)
+        accs = _emit_tile_sums(context, builder, bty, args[0], args[1], qty, args[2], args[3])
         optr = builder.bitcast(oa.data, v16.as_pointer())
         for j, acc in enumerate(accs):
             builder.store(builder.load(acc), builder.gep(optr, [context.get_constant(types.intp, j)]), align=4)
@@ -257,8 +265,6 @@ def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, 
 
     def codegen(context, builder, signature, args):
         bty, _, qty, _, offty, scty, qsty, thty, mty, mrty, _, osty, obty = signature.args
-        b = context.make_array(bty)(context, builder, args[0])
-        qa = context.make_array(qty)(context, builder, args[2])
         offa = context.make_array(offty)(context, builder, args[4])
         sca = context.make_array(scty)(context, builder, args[5])
         qsa = context.make_array(qsty)(context, builder, args[6])
@@ -267,32 +273,15 @@ def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, 
         mra = context.make_array(mrty)(context, builder, args[9])
         osa = context.make_array(osty)(context, builder, args[11])
         oba = context.make_array(obty)(context, builder, args[12])
-        intp = context.get_value_type(types.intp)
-        zero = context.get_constant(types.intp, 0)
         i32 = ir.IntType(32)
         f32 = ir.FloatType()
         v16 = ir.VectorType(i32, 16)
         f16 = ir.VectorType(f32, 16)
         b16 = ir.VectorType(ir.IntType(8), 16)
-        gptr = cgutils.get_item_pointer(context, builder, bty, b, [args[1], zero, zero], wraparound=False)
-        gvec = builder.bitcast(gptr, v16.as_pointer())
-        nc = builder.extract_value(b.shape, 1)
-        qrow = cgutils.get_item_pointer(context, builder, qty, qa, [args[3], zero], wraparound=False)
-        qstride = builder.extract_value(qa.shape, 1)
-        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), "llvm.x86.avx512.vpdpbusd.512")
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(v16, None)) for _ in range(TILE_QUERIES)]
-        qptrs = [builder.gep(qrow, [builder.mul(qstride, context.get_constant(types.intp, j))]) for j in range(TILE_QUERIES)]
-        undef = ir.Constant(v16, ir.Undefined)
+        accs = _emit_tile_sums(context, builder, bty, args[0], args[1], qty, args[2], args[3])
         fundef = ir.Constant(f16, ir.Undefined)
         splat = ir.Constant(v16, [0] * 16)
         idx0 = context.get_constant(types.int32, 0)
-        with cgutils.for_range(builder, nc) as loop:
-            c = loop.index
-            data = builder.load(builder.gep(gvec, [c]), align=4)
-            for j, acc in enumerate(accs):
-                w = builder.load(builder.gep(qptrs[j], [c]), align=4)
-                wv = builder.shuffle_vector(builder.insert_element(undef, w, idx0), undef, splat)
-                builder.store(builder.call(dp, [builder.load(acc), wv, data]), acc)
         r0 = builder.mul(args[1], context.get_constant(types.intp, TILE_ROWS))
         offv = builder.load(builder.bitcast(builder.gep(offa.data, [r0]), v16.as_pointer()), align=4)
         scv = builder.load(builder.bitcast(builder.gep(sca.data, [r0]), f16.as_pointer()), align=4)

@@ -298,14 +298,33 @@ class Store:
 
     def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
         self._check_writable()
-        rows, supplied = prepare_batch(docs, embeddings, self.dim)
-        prepared = [r.text for r in rows if r is not None]
-        if len(prepared) < 2000:
-            return self._add_rows(rows, supplied, batch_size, progress, None)
+        docs = list(docs)
+        early = _record_texts(docs) if len(docs) >= 2000 else None
+        if early is None:
+            rows, supplied = prepare_batch(docs, embeddings, self.dim)
+            prepared = [r.text for r in rows if r is not None]
+            if len(prepared) < 2000:
+                return self._add_rows(rows, supplied, batch_size, progress, None)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
-        # the rows are matched against the store here; used if every row turns out new.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            return self._add_rows(rows, supplied, batch_size, progress, (len(prepared), pool.submit(tokenize, prepared)))
+        # the rows are checked and matched against the store here; used if every row turns out
+        # new. When every record is a dict with a string text, the texts are known before they
+        # are checked, so tokenizing starts at once (a record found empty has no tokens and is
+        # dropped from the counts after the check; a rejected batch just drops the result).
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            if early is not None:
+                all_tokens = pool.submit(tokenize, early)
+                rows, supplied = prepare_batch(docs, embeddings, self.dim)
+                kept = [r is not None for r in rows]
+                tokens = (sum(kept), pool.submit(_tokens_of_rows, all_tokens, kept, rows))
+            else:
+                tokens = (len(prepared), pool.submit(tokenize, prepared))
+            out = self._add_rows(rows, supplied, batch_size, progress, tokens)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # an error is not held up by a tokenizing thread
+            raise
+        pool.shutdown()
+        return out
 
     def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens) -> list[int | None]:
         self._begin_write()
@@ -956,6 +975,25 @@ class Store:
             "skipped": list(snap.skipped),
             "rebuilt": list(snap.rebuilt),
         }
+
+
+def _record_texts(docs: list) -> list[str] | None:
+    """Each record's text, when every record is a dict whose text is a string (else None)."""
+    texts = [d.get("text") if type(d) is dict else None for d in docs]
+    return texts if all(type(t) is str for t in texts) else None
+
+
+def _tokens_of_rows(all_tokens, kept: list[bool], rows: list) -> tuple:
+    """``tokenize`` of the kept rows' texts, from ``all_tokens`` (a future of ``tokenize`` of every
+    record's text): a record left out (empty or whitespace-only text) has no tokens, so only its
+    count goes; should one have any, the rows' texts are tokenized again."""
+    tok, counts, words = all_tokens.result()
+    keep = np.asarray(kept, dtype=np.bool_)
+    if keep.all():
+        return tok, counts, words
+    if counts[~keep].any():
+        return tokenize([r.text for r in rows if r is not None])
+    return tok, counts[keep], words
 
 
 def _pinned_manifest(path: Path, current: dict | None, version: Any, as_known_at: Any) -> dict:

@@ -313,3 +313,52 @@ def test_big_batches_tokenized_aside_index_like_small_ones(tmp_path):
     big = build(tmp_path / "big", 10_000)
     small = build(tmp_path / "small", 500)
     assert big[0] == small[0] and np.array_equal(big[1], small[1]) and big[2] == small[2]
+
+
+def test_big_batches_tokenized_before_the_check_index_like_small_ones(tmp_path):
+    """Plain records of a big batch are tokenized as soon as add() starts, before they are
+    checked: empty and whitespace-only texts (None results) drop out of the counts, and a
+    rejected batch writes nothing and raises the error of its first bad record."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    words = ["budget", "99.9", "Caroline's", "team", "the", "naïve", "launch"]
+    blanks = ["", " ", "\n\t", "\u3000", "\xa0 \u2003"]
+    docs = []
+    for i in range(3000):
+        if i % 7 == 3:
+            docs.append({"text": blanks[i % len(blanks)]})
+        else:
+            docs.append({"text": " ".join(rng.choice(words, 5)) + f" doc{i}", "date": "2023-01-02", "author": ["Ann", None][i % 2]})
+
+    def build(path, chunk):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+            ids = [x for a in range(0, len(docs), chunk) for x in s.add(docs[a : a + chunk])]
+            snap = s._snap
+            lengths = np.concatenate([e.segment.lengths for e in snap.segments])
+            hits = [h.doc_id for h in s.query("caroline budget 99.9 naive", k=20, legs=("lexical",))]
+            return ids, dict(snap.term_ids), lengths, hits
+
+    big, small = build(tmp_path / "big", 3000), build(tmp_path / "small", 500)
+    assert big[0] == small[0] and big[1] == small[1] and np.array_equal(big[2], small[2]) and big[3] == small[3]
+    assert big[0].count(None) == sum(1 for d in docs if not d["text"].strip())
+
+    with mempp.Store.open(tmp_path / "bad", embedder=mempp.HashEmbedder()) as s:
+        bad = docs[:2500] + [{"text": "fine", "date": "not a date"}] + docs[2500:]
+        with pytest.raises(mempp.ValidationError) as info:
+            s.add(bad)
+        assert (info.value.field, info.value.record) == ("date", 2500)
+        assert len(s) == 0 and s.version == 0
+
+    # Should a dropped record have had tokens, the kept rows' texts are tokenized again.
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from mempp.storage.analyzer import tokenize
+    from mempp.store import _tokens_of_rows
+
+    done = Future()
+    done.set_result(tokenize(["alpha beta", "gamma", "delta"]))
+    got = _tokens_of_rows(done, [True, False, True], [SimpleNamespace(text="alpha beta"), None, SimpleNamespace(text="delta")])
+    want = tokenize(["alpha beta", "delta"])
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]

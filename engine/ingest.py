@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from mempp.kernels.analyze import maybe_unnormalized_ascii
+from mempp.kernels.blake2b import blake2b8_rows
 
 from .dates import to_us
 from .errors import ValidationError
@@ -197,30 +198,44 @@ def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tupl
 
 
 def _fingerprint_rows(rows: list[Row]) -> None:
-    """Set each row's :func:`fingerprint`: for ASCII texts, a compiled pass over all of them at
-    once clears the texts whitespace normalization leaves alone (the rest take the exact
-    check of :func:`fingerprint`), and each text's bytes are a slice of one encoding."""
+    """Set each row's :func:`fingerprint`: for ASCII texts and authors, a compiled pass over all
+    of them at once clears the texts whitespace normalization leaves alone (the rest take
+    the exact check of :func:`fingerprint`), and another hashes those (BLAKE2b, as hashlib's).
+    """
     if not rows:
         return
-    texts = [r.text for r in rows]
+    for r, fp in zip(rows, fingerprints([r.author for r in rows], [r.text for r in rows]).tolist()):
+        r.fingerprint = fp
+
+
+def fingerprints(authors: list[str | None], texts: list[str]) -> np.ndarray:
+    """``fingerprint(authors[t], texts[t])`` for every ``t``, as uint64."""
+    n = len(texts)
+    out = np.zeros(n, dtype=np.uint64)
+    if n == 0:
+        return out
     joined = "".join(texts)
-    if not joined.isascii():
-        for r in rows:
-            r.fingerprint = fingerprint(r.author, r.text)
-        return
-    data = joined.encode("ascii")
-    offs = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offs[1:])
-    flags = np.empty(len(texts), dtype=np.bool_)
-    maybe_unnormalized_ascii(np.frombuffer(data, dtype=np.uint8), offs, flags)
-    view = memoryview(data)
-    blake2b = hashlib.blake2b
-    for r, a, b, flag in zip(rows, offs[:-1].tolist(), offs[1:].tolist(), flags.tolist()):
-        if flag:
-            r.fingerprint = fingerprint(r.author, r.text)
-        else:
-            prefix = b"\x00" if r.author is None else r.author.encode("utf-8") + b"\x00"
-            r.fingerprint = int.from_bytes(blake2b(prefix + view[a:b], digest_size=8).digest(), "little")
+    named = [a for a in authors if a]
+    if not (joined.isascii() and (not named or "".join(named).isascii())):
+        out[:] = [fingerprint(a, t) for a, t in zip(authors, texts)]
+        return out
+    data = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n), out=offs[1:])
+    if named:
+        prefixes = [(a or "") + "\x00" for a in authors]
+        pre = np.frombuffer("".join(prefixes).encode("ascii"), dtype=np.uint8)
+        pre_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, prefixes), dtype=np.int64, count=n), out=pre_offs[1:])
+    else:  # no author: every prefix is the one NUL byte
+        pre = np.zeros(n, dtype=np.uint8)
+        pre_offs = np.arange(n + 1, dtype=np.int64)
+    flags = np.empty(n, dtype=np.bool_)
+    maybe_unnormalized_ascii(data, offs, flags)
+    blake2b8_rows(pre, pre_offs, data, offs, ~flags, out)
+    for t in np.flatnonzero(flags).tolist():
+        out[t] = fingerprint(authors[t], texts[t])
+    return out
 
 
 def _date(when: Any, i: int, key: str | None) -> int:

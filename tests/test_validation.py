@@ -184,3 +184,35 @@ def test_batch_fingerprints_equal_fingerprint(pairs):
     ascii_rows = [Row(i, None, t.encode("ascii", "ignore").decode() or "x", None, None, None, None, None, None, (), 0) for i, (_, t) in enumerate(pairs)]
     _fingerprint_rows(ascii_rows)
     assert [r.fingerprint for r in ascii_rows] == [fingerprint(None, r.text) for r in ascii_rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=20), st.binary(max_size=300) | st.sampled_from([b"", b"a" * 127, b"b" * 128, b"c" * 129, b"d" * 255, b"e" * 256])), max_size=8), st.data())
+def test_blake2b_kernel_equals_hashlib(pairs, data):
+    """The compiled BLAKE2b-64 (fingerprints of a batch) against hashlib's, across block boundaries."""
+    import hashlib
+
+    from mempp.kernels.blake2b import blake2b8_rows
+
+    def pack(parts):
+        offs = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=offs[1:])
+        return np.frombuffer(b"".join(parts) + b"\x00", dtype=np.uint8), offs
+
+    todo = np.array(data.draw(st.lists(st.booleans(), min_size=len(pairs), max_size=len(pairs))), dtype=np.bool_)
+    out = np.full(len(pairs), 7, dtype=np.uint64)
+    blake2b8_rows(*pack([p for p, _ in pairs]), *pack([d for _, d in pairs]), todo, out)
+    want = [int.from_bytes(hashlib.blake2b(p + d, digest_size=8).digest(), "little") if t else 7 for (p, d), t in zip(pairs, todo)]
+    assert out.tolist() == want
+
+
+_words = st.text(st.sampled_from(list("ab  \t\nxyz")), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.sampled_from(["", "Ann Lee", "b" * 130]), st.text(max_size=4)), _words), max_size=8))
+def test_batch_fingerprints_of_long_texts_equal_fingerprint(pairs):
+    """Texts of several 128-byte blocks, authors or none (the compiled hash's prefixes)."""
+    from mempp.ingest import fingerprint, fingerprints
+
+    assert fingerprints([a for a, _ in pairs], [t for _, t in pairs]).tolist() == [fingerprint(a, t) for a, t in pairs]

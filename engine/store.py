@@ -310,16 +310,17 @@ class Store:
         # new. When every record is a dict with a string text, the texts are known before they
         # are checked, so tokenizing starts at once (a record found empty has no tokens and is
         # dropped from the counts after the check; a rejected batch just drops the result).
-        pool = ThreadPoolExecutor(max_workers=1 if early is None else 3)
+        pool = ThreadPoolExecutor(max_workers=1)  # the texts' work, in order
+        vectors = ThreadPoolExecutor(max_workers=1) if early is not None else pool  # the embeddings'
         try:
             if early is not None:
-                # Aside too, while the records are checked here: their fingerprints and the
-                # embeddings' normalization (compiled or numpy, releasing the GIL), the texts'
-                # bytes joined once for the fingerprints and the tokenizer.
+                # Aside too, while the records are checked here: their fingerprints (then their
+                # tokens, needed later) and the embeddings' normalization (compiled or numpy,
+                # releasing the GIL); the texts' bytes are joined once for both of the former.
                 ascii = pool.submit(joined_ascii, early)
                 fps = pool.submit(record_fingerprints, docs, early, ascii)
                 all_tokens = pool.submit(lambda: tokenize(early, ascii.result()))
-                rows, supplied = prepare_batch(docs, embeddings, self.dim, pool, fps)
+                rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps)
                 kept = [r is not None for r in rows]
                 tokens = (sum(kept), pool.submit(_tokens_of_rows, all_tokens, kept, rows))
             else:
@@ -327,12 +328,14 @@ class Store:
             quantized = None
             if supplied is not None and len(supplied) and self.index.vector_copy == "int8":
                 # the int8 copy of every record's embedding, used if every record is a new row
-                quantized = pool.submit(_quantized, supplied)
+                quantized = vectors.submit(_quantized, supplied)
             out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # an error is not held up by a tokenizing thread
+            for p in {pool, vectors}:
+                p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
             raise
-        pool.shutdown()
+        for p in {pool, vectors}:
+            p.shutdown()
         return out
 
     def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens, quantized=None) -> list[int | None]:

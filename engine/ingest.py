@@ -312,9 +312,14 @@ def _embeddings_array(embeddings: Any, n: int, dim: int | None) -> np.ndarray | 
 def _normalize_rows(emb: np.ndarray, out: np.ndarray) -> None:
     """``out``: the rows of ``emb`` scaled to unit length (zero rows stay zero); a NaN or an infinity raises."""
     step = 4096  # rows at a time, so the temporaries stay in cache; row results are those of one call
+    squares = np.empty((min(step, emb.shape[0]), emb.shape[1]), dtype=np.float32)
     for a in range(0, emb.shape[0], step):
         part = emb[a : a + step]
-        norms = np.linalg.norm(part, axis=1, keepdims=True)
+        # np.linalg.norm(part, axis=1, keepdims=True), the same operations (for real rows
+        # x.conj() * x is x * x), into one buffer rather than two temporaries a chunk
+        sq = squares[: len(part)]
+        np.multiply(part, part, out=sq)
+        norms = np.sqrt(np.add.reduce(sq, axis=1, keepdims=True))
         if not np.isfinite(norms).all():  # a NaN or infinity makes the norm one (so can an overflow)
             bad = ~np.isfinite(part).all(axis=1)
             if bad.any():

@@ -172,6 +172,23 @@ def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
     assert info.value.record == 4500
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 9000), st.integers(1, 40), st.sampled_from([1e-30, 1e-3, 1.0, 1e3, 1e19, 1e37]), st.integers(0, 2**32 - 1))
+def test_normalized_embeddings_equal_those_of_linalg_norm(n, dim, scale, seed):
+    """The normalization (squares into one reused buffer) against np.linalg.norm, bit for bit,
+    at magnitudes where squares underflow or overflow, with zero rows."""
+    from mempp.ingest import _check_embeddings
+
+    rng = np.random.default_rng(seed)
+    emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
+    emb[rng.random(n) < 0.05] = 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+        got = _check_embeddings(emb, n, dim)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x00\x7fé")), min_size=1, max_size=10)), max_size=6))
 def test_batch_fingerprints_equal_fingerprint(pairs):

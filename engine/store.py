@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import json
 import math
 import os
@@ -556,7 +557,7 @@ class Store:
             return tid
 
         if tokens is not None:
-            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern)
+            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern, term_ids)
         else:
             flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
         columns = {
@@ -1002,7 +1003,9 @@ def _quantized(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _record_texts(docs: list) -> list[str] | None:
     """Each record's text, when every record is a dict whose text is a string (else None)."""
-    texts = [d.get("text") if type(d) is dict else None for d in docs]
+    if not all(type(d) is dict for d in docs):
+        return None
+    texts = list(map(dict.get, docs, itertools.repeat("text")))
     return texts if all(type(t) is str for t in texts) else None
 
 

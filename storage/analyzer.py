@@ -181,15 +181,31 @@ class Analyzer:
         """
         return self.intern_tokens(tokenize(texts), intern)
 
-    def intern_tokens(self, tokens: "Tokens", intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`term_ids` of texts already split by :func:`tokenize`."""
+    def intern_tokens(
+        self, tokens: "Tokens", intern: Callable[[str], int], known: dict[str, int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`term_ids` of texts already split by :func:`tokenize`.
+
+        ``known``: terms whose id ``intern`` gives without assigning one (the store's
+        dictionary): looked up at C speed, ``intern`` called for the others only, in the
+        same order, so the same terms are assigned the same ids.
+        """
         tok, counts, words = tokens
         if len(counts) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         stop = STOPWORDS if self.stopwords else frozenset()
-        code = np.array(
-            [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
-        )
+        if known is None:
+            code = np.array(
+                [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
+            )
+        else:
+            terms = list(map(stem, words)) if self.stem else list(words)
+            ids = list(map(known.get, terms))
+            for i in [i for i, t in enumerate(ids) if t is None]:
+                ids[i] = -1 if words[i] in stop else intern(terms[i])
+            for i in [i for i, w in enumerate(map(stop.__contains__, words)) if w]:
+                ids[i] = -1
+            code = np.array(ids, dtype=np.int64)
         return _analyze.map_terms(tok, counts, code)
 
     def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:

@@ -256,3 +256,12 @@ def test_analyzer_tokenize(benchmark, workload_store):
     texts = w.texts(0, 5_000)
     ids: dict[str, int] = {}
     benchmark(Analyzer().term_ids, texts, lambda t: ids.setdefault(t, len(ids)))
+
+
+def test_batch_fingerprints(benchmark, workload_store):
+    """Fingerprints at ingest (kernels/blake2b.py through ingest.fingerprints), 20,000 workload texts."""
+    from mempp.ingest import fingerprints
+
+    _, _, w = workload_store
+    texts = w.texts(0, 20_000)
+    benchmark(fingerprints, [None] * len(texts), texts)

@@ -108,7 +108,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
     if batch.n_docs:
         # The postings are inverted and encoded in a thread (numba and Arrow release the GIL)
         # while the segment is encoded and written here. A big batch's postings, term index
-        # and int8 copy are also written from threads while the segment is (the writes'
+        # and int8 copy are also written from that thread while the segment is (the writes'
         # copies into the page cache take one core per ~300 MB/s here); the steps still
         # complete, and their failpoints fire, in the order of the files; all are fsynced
         # before the manifest is written, as before. A small batch writes one file at a time.
@@ -120,10 +120,10 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                 return post, index
             return write_file(store, f"{stem}.post.arrow", post), write_file(store, f"{stem}.terms.arrow", index)
 
-        with ThreadPoolExecutor(max_workers=2 if aside else 1) as pool:
+        with ThreadPoolExecutor(max_workers=1) as pool:
             postings = pool.submit(postings_files)
             q8 = None
-            if aside and batch.quantized is not None:
+            if aside and batch.quantized is not None:  # after the postings, in the same thread
                 q8 = pool.submit(lambda: write_file(store, f"{stem}.q8.arrow", _q8_file(batch.quantized)))
             files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
             failpoint("after_docs_fsync")

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import date
 from typing import Any, Iterable, Mapping
@@ -18,6 +19,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from mempp.kernels.analyze import maybe_unnormalized_ascii
+from mempp.kernels.blake2b import blake2b8_rows
+from mempp.storage.analyzer import joined_ascii
 
 from .dates import to_us
 from .errors import ValidationError
@@ -27,7 +30,7 @@ STRING_FIELDS = ("author", "thread", "channel", "source")
 KNOWN = {"id", "key", "text", "date", "meta", "supersedes", *STRING_FIELDS}
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     """A checked document ready to be stored (``text`` non-empty)."""
 
@@ -106,10 +109,34 @@ def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row |
     return prepare_batch(docs, embeddings, dim)[0]
 
 
-def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tuple[list[Row | None], np.ndarray | None]:
-    """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``."""
+def prepare_batch(
+    docs: Iterable[Any], embeddings: Any, dim: int | None, pool: Executor | None = None, fingerprints: Future | None = None
+) -> tuple[list[Row | None], np.ndarray | None]:
+    """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``.
+
+    ``pool``: the embeddings are normalized there (numpy releases the GIL) while the records
+    are checked here; an embeddings error still comes first, as when they are checked first.
+    ``fingerprints``: a future of :func:`fingerprints` of every record's author and text
+    (:func:`record_fingerprints`), used for the rows of the fast path.
+    """
     docs = list(docs)
-    emb = _check_embeddings(embeddings, len(docs), dim)
+    if pool is None:
+        return _check_records(docs, _check_embeddings(embeddings, len(docs), dim), fingerprints)
+    raw = _embeddings_array(embeddings, len(docs), dim)
+    if raw is None:
+        return _check_records(docs, None, fingerprints)
+    emb = np.empty(raw.shape, dtype=np.float32)  # the rows' views of it are filled in the pool
+    pending = pool.submit(_normalize_rows, raw, emb)
+    try:
+        out = _check_records(docs, emb, fingerprints)
+    except BaseException:
+        pending.result()  # an embeddings error is raised instead (it is the first)
+        raise
+    pending.result()
+    return out
+
+
+def _check_records(docs: list, emb: np.ndarray | None, fps: Future | None) -> tuple[list[Row | None], np.ndarray | None]:
     rows: list[Row | None] = []
     append = rows.append
     plain: list[Row] = []  # fast-path rows, fingerprinted together at the end
@@ -192,35 +219,61 @@ def prepare_batch(docs: Iterable[Any], embeddings: Any, dim: int | None) -> tupl
                 **strings,
             )
         )
-    _fingerprint_rows(plain)
+    if fps is None:
+        _fingerprint_rows(plain)
+    elif plain:
+        got = fps.result().tolist()
+        for r in plain:
+            r.fingerprint = got[r.record]
     return rows, emb
 
 
+def record_fingerprints(docs: list[dict], texts: list[str], ascii: Future | None = None) -> np.ndarray:
+    """:func:`fingerprints` of dict records (``texts``: their texts, all strings), before they are
+    checked: an author that is not a string counts as none (such a record does not take the fast
+    path). ``ascii``: a future of ``joined_ascii(texts)``."""
+    authors = [d.get("author") for d in docs]
+    return fingerprints([a if type(a) is str else None for a in authors], texts, None if ascii is None else ascii.result())
+
+
 def _fingerprint_rows(rows: list[Row]) -> None:
-    """Set each row's :func:`fingerprint`: for ASCII texts, a compiled pass over all of them at
-    once clears the texts whitespace normalization leaves alone (the rest take the exact
-    check of :func:`fingerprint`), and each text's bytes are a slice of one encoding."""
+    """Set each row's :func:`fingerprint`: for ASCII texts and authors, a compiled pass over all
+    of them at once clears the texts whitespace normalization leaves alone (the rest take
+    the exact check of :func:`fingerprint`), and another hashes those (BLAKE2b, as hashlib's).
+    """
     if not rows:
         return
-    texts = [r.text for r in rows]
-    joined = "".join(texts)
-    if not joined.isascii():
-        for r in rows:
-            r.fingerprint = fingerprint(r.author, r.text)
-        return
-    data = joined.encode("ascii")
-    offs = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offs[1:])
-    flags = np.empty(len(texts), dtype=np.bool_)
-    maybe_unnormalized_ascii(np.frombuffer(data, dtype=np.uint8), offs, flags)
-    view = memoryview(data)
-    blake2b = hashlib.blake2b
-    for r, a, b, flag in zip(rows, offs[:-1].tolist(), offs[1:].tolist(), flags.tolist()):
-        if flag:
-            r.fingerprint = fingerprint(r.author, r.text)
-        else:
-            prefix = b"\x00" if r.author is None else r.author.encode("utf-8") + b"\x00"
-            r.fingerprint = int.from_bytes(blake2b(prefix + view[a:b], digest_size=8).digest(), "little")
+    for r, fp in zip(rows, fingerprints([r.author for r in rows], [r.text for r in rows]).tolist()):
+        r.fingerprint = fp
+
+
+def fingerprints(authors: list[str | None], texts: list[str], ascii: tuple | None = None) -> np.ndarray:
+    """``fingerprint(authors[t], texts[t])`` for every ``t``, as uint64 (``ascii``: ``joined_ascii(texts)`` if made)."""
+    n = len(texts)
+    out = np.zeros(n, dtype=np.uint64)
+    if n == 0:
+        return out
+    if ascii is None:
+        ascii = joined_ascii(texts)
+    named = [a for a in authors if a]
+    if ascii is None or (named and not "".join(named).isascii()):
+        out[:] = [fingerprint(a, t) for a, t in zip(authors, texts)]
+        return out
+    data, offs = ascii
+    if named:
+        prefixes = [(a or "") + "\x00" for a in authors]
+        pre = np.frombuffer("".join(prefixes).encode("ascii"), dtype=np.uint8)
+        pre_offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, prefixes), dtype=np.int64, count=n), out=pre_offs[1:])
+    else:  # no author: every prefix is the one NUL byte
+        pre = np.zeros(n, dtype=np.uint8)
+        pre_offs = np.arange(n + 1, dtype=np.int64)
+    flags = np.empty(n, dtype=np.bool_)
+    maybe_unnormalized_ascii(data, offs, flags)
+    blake2b8_rows(pre, pre_offs, data, offs, ~flags, out)
+    for t in np.flatnonzero(flags).tolist():
+        out[t] = fingerprint(authors[t], texts[t])
+    return out
 
 
 def _date(when: Any, i: int, key: str | None) -> int:
@@ -233,6 +286,16 @@ def _date(when: Any, i: int, key: str | None) -> int:
 
 
 def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
+    emb = _embeddings_array(embeddings, n, dim)
+    if emb is None:
+        return None
+    out = np.empty(emb.shape, dtype=np.float32)
+    _normalize_rows(emb, out)
+    return out
+
+
+def _embeddings_array(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
+    """The embeddings as a float32 array of the right shape (not yet checked for NaN or infinity)."""
     if embeddings is None:
         return None
     try:
@@ -243,11 +306,20 @@ def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | 
         raise ValidationError(f"expected shape ({n}, dim), got {emb.shape}", field="embeddings")
     if dim is not None and emb.shape[1] != dim:
         raise ValidationError(f"expected dimension {dim}, got {emb.shape[1]}", field="embeddings")
-    out = np.empty(emb.shape, dtype=np.float32)
+    return emb
+
+
+def _normalize_rows(emb: np.ndarray, out: np.ndarray) -> None:
+    """``out``: the rows of ``emb`` scaled to unit length (zero rows stay zero); a NaN or an infinity raises."""
     step = 4096  # rows at a time, so the temporaries stay in cache; row results are those of one call
+    squares = np.empty((min(step, emb.shape[0]), emb.shape[1]), dtype=np.float32)
     for a in range(0, emb.shape[0], step):
         part = emb[a : a + step]
-        norms = np.linalg.norm(part, axis=1, keepdims=True)
+        # np.linalg.norm(part, axis=1, keepdims=True), the same operations (for real rows
+        # x.conj() * x is x * x), into one buffer rather than two temporaries a chunk
+        sq = squares[: len(part)]
+        np.multiply(part, part, out=sq)
+        norms = np.sqrt(np.add.reduce(sq, axis=1, keepdims=True))
         if not np.isfinite(norms).all():  # a NaN or infinity makes the norm one (so can an overflow)
             bad = ~np.isfinite(part).all(axis=1)
             if bad.any():
@@ -257,7 +329,6 @@ def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | 
             np.divide(part, norms, out=out[a : a + step])
         else:
             out[a : a + step] = np.where(norms > 0, part / np.where(norms > 0, norms, 1), 0)
-    return out
 
 
 def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:

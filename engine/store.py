@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from mempp.storage import (
     read_current,
     read_manifest,
 )
-from mempp.storage.analyzer import tokenize
+from mempp.storage.analyzer import joined_ascii, tokenize
 from mempp.storage.fsutil import fsync_dir
 
 from mempp.kernels import quantize_rows
@@ -46,7 +47,7 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import Row, check_vector, prepare_batch
+from .ingest import Row, check_vector, prepare_batch, record_fingerprints
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
@@ -303,16 +304,47 @@ class Store:
 
     def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
         self._check_writable()
-        rows, supplied = prepare_batch(docs, embeddings, self.dim)
-        prepared = [r.text for r in rows if r is not None]
-        if len(prepared) < 2000:
-            return self._add_rows(rows, supplied, batch_size, progress, None)
+        docs = list(docs)
+        early = _record_texts(docs) if len(docs) >= 2000 else None
+        if early is None:
+            rows, supplied = prepare_batch(docs, embeddings, self.dim)
+            prepared = [r.text for r in rows if r is not None]
+            if len(prepared) < 2000:
+                return self._add_rows(rows, supplied, batch_size, progress, None)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
-        # the rows are matched against the store here; used if every row turns out new.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            return self._add_rows(rows, supplied, batch_size, progress, (len(prepared), pool.submit(tokenize, prepared)))
+        # the rows are checked and matched against the store here; used if every row turns out
+        # new. When every record is a dict with a string text, the texts are known before they
+        # are checked, so tokenizing starts at once (a record found empty has no tokens and is
+        # dropped from the counts after the check; a rejected batch just drops the result).
+        pool = ThreadPoolExecutor(max_workers=1)  # the texts' work, in order
+        vectors = ThreadPoolExecutor(max_workers=1) if early is not None else pool  # the embeddings'
+        try:
+            if early is not None:
+                # Aside too, while the records are checked here: their fingerprints (then their
+                # tokens, needed later) and the embeddings' normalization (compiled or numpy,
+                # releasing the GIL); the texts' bytes are joined once for both of the former.
+                ascii = pool.submit(joined_ascii, early)
+                fps = pool.submit(record_fingerprints, docs, early, ascii)
+                all_tokens = pool.submit(lambda: tokenize(early, ascii.result()))
+                rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps)
+                kept = [r is not None for r in rows]
+                tokens = (sum(kept), pool.submit(_tokens_of_rows, all_tokens, kept, rows))
+            else:
+                tokens = (len(prepared), pool.submit(tokenize, prepared))
+            quantized = None
+            if supplied is not None and len(supplied) and self.index.vector_copy == "int8":
+                # the int8 copy of every record's embedding, used if every record is a new row
+                quantized = vectors.submit(_quantized, supplied)
+            out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized)
+        except BaseException:
+            for p in {pool, vectors}:
+                p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
+            raise
+        for p in {pool, vectors}:
+            p.shutdown()
+        return out
 
-    def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens) -> list[int | None]:
+    def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens, quantized=None) -> list[int | None]:
         self._begin_write()
         snap = self._snap
         ingested = now_us()
@@ -328,14 +360,17 @@ class Store:
         def active(doc: int) -> bool:
             return doc not in retired and (doc >= snap.n_docs or snap.valid_until[doc] == FOREVER)
 
+        stored_fps = self._fps
         for row in rows:
             if row is None:
                 results.append(None)
                 continue
-            dup = self._duplicate(row, batch_fps.get(row.fingerprint, []), batch_dates, active)
-            if dup is not None:
-                results.append(dup)
-                continue
+            in_batch = batch_fps.get(row.fingerprint)
+            if in_batch is not None or row.fingerprint in stored_fps:  # else no row can be the same document
+                dup = self._duplicate(row, in_batch or [], batch_dates, active)
+                if dup is not None:
+                    results.append(dup)
+                    continue
             doc_id = next_id
             next_id += 1
             effective = row.date if row.date is not None else ingested
@@ -365,7 +400,7 @@ class Store:
         if new_rows or sups:
             if tokens is not None:
                 tokens = tokens[1] if tokens[0] == len(new_rows) else None  # else some rows were re-ingests
-            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens)
+            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens, quantized)
             self._commit(batch)
         return results
 
@@ -481,10 +516,11 @@ class Store:
 
     def _build_batch(
         self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None,
-        tokens=None,
+        tokens=None, quantized_all=None,
     ) -> CommitBatch:
         """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``r.record``);
-        ``tokens``: a future of ``tokenize`` of the rows' texts, if one was started."""
+        ``tokens``: a future of ``tokenize`` of the rows' texts, if one was started; ``quantized_all``: a
+        future of ``_quantized(supplied)``, if one was started."""
         n = len(rows)
         if supplied is not None:
             todo = []
@@ -492,6 +528,7 @@ class Store:
                 emb = supplied
             else:
                 emb = supplied[np.fromiter((r.record for r in rows), dtype=np.int64, count=n)]
+                quantized_all = None
         else:
             emb = np.empty((n, self.dim), dtype=np.float32)
             todo = [i for i, r in enumerate(rows) if r.embedding is None]
@@ -525,7 +562,7 @@ class Store:
             return tid
 
         if tokens is not None:
-            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern)
+            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern, term_ids)
         else:
             flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
         columns = {
@@ -544,8 +581,7 @@ class Store:
         }
         quantized = None
         if n and self.index.vector_copy == "int8":
-            quantized = (np.empty(emb.shape, dtype=np.int8), np.empty(n, dtype=np.float32))
-            quantize_rows(emb, *quantized)
+            quantized = _quantized(emb) if quantized_all is None else quantized_all.result()
         return CommitBatch(
             columns=columns if n else None,
             embeddings=emb,
@@ -1008,6 +1044,34 @@ def _keys(snap: Snapshot, docs: np.ndarray):
     inverse = np.empty(len(order), dtype=np.int64)
     inverse[order] = np.arange(len(order))
     return flat.take(pa.array(inverse))
+
+
+def _quantized(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The int8 copy of ``emb`` and its row scales (``kernels.quantize_rows``)."""
+    out = (np.empty(emb.shape, dtype=np.int8), np.empty(len(emb), dtype=np.float32))
+    quantize_rows(emb, *out)
+    return out
+
+
+def _record_texts(docs: list) -> list[str] | None:
+    """Each record's text, when every record is a dict whose text is a string (else None)."""
+    if not all(type(d) is dict for d in docs):
+        return None
+    texts = list(map(dict.get, docs, itertools.repeat("text")))
+    return texts if all(type(t) is str for t in texts) else None
+
+
+def _tokens_of_rows(all_tokens, kept: list[bool], rows: list) -> tuple:
+    """``tokenize`` of the kept rows' texts, from ``all_tokens`` (a future of ``tokenize`` of every
+    record's text): a record left out (empty or whitespace-only text) has no tokens, so only its
+    count goes; should one have any, the rows' texts are tokenized again."""
+    tok, counts, words = all_tokens.result()
+    keep = np.asarray(kept, dtype=np.bool_)
+    if keep.all():
+        return tok, counts, words
+    if counts[~keep].any():
+        return tokenize([r.text for r in rows if r is not None])
+    return tok, counts[keep], words
 
 
 def _pinned_manifest(path: Path, current: dict | None, version: Any, as_known_at: Any) -> dict:

@@ -90,21 +90,33 @@ def _classes(size: int) -> np.ndarray:
     return out
 
 
-def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def joined_ascii(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the texts' bytes back to back, uint8; each text's span ``offs[t]:offs[t + 1]``) when they
+    are all ASCII, else None: shared by the tokenizer and the fingerprints of a batch."""
+    joined = "".join(texts)
+    if not joined.isascii():
+        return None
+    offs = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offs[1:])
+    return np.frombuffer(joined.encode("ascii"), dtype=np.uint8), offs
+
+
+def _code_points(texts: Sequence[str], ascii: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(code points of the normalized texts back to back, each text's span, the class table).
 
     ASCII text is its own NFKC form and its case folding only lowers A-Z, which the kernel
     does; other text is normalized here, text by text, as :meth:`Analyzer.terms` does.
+    ``ascii``: :func:`joined_ascii` of ``texts``, if already made.
     """
-    joined = "".join(texts)
-    if joined.isascii():
-        parts = texts
-        buf = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    if ascii is None:
+        ascii = joined_ascii(texts)
+    if ascii is not None:
+        buf, offs = ascii
     else:
         parts = [t if t.isascii() else unicodedata.normalize("NFKC", t).casefold() for t in texts]
         buf = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    offs = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
+        offs = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
     classes = _classes(128 if buf.dtype == np.uint8 else int(buf.max()) + 1)
     clean = np.empty(len(buf), dtype=buf.dtype)
     new_offs = _analyze.clean(buf, offs, classes, clean)
@@ -114,15 +126,16 @@ def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 Tokens = tuple  # (each token's distinct number, tokens per text, the distinct tokens): see tokenize
 
 
-def tokenize(texts: Sequence[str]) -> Tokens:
+def tokenize(texts: Sequence[str], ascii: tuple | None = None) -> Tokens:
     """The tokens of ``texts`` before stop words and stemming, which do not depend on the settings.
 
     Returns (each token's distinct number, int64 tokens per text, the distinct tokens in
     first-seen order). The compiled part releases the GIL: a writer runs this in a thread.
+    ``ascii``: :func:`joined_ascii` of ``texts``, if already made.
     """
     if len(texts) == 0:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), []
-    buf, offs, classes = _code_points(texts)
+    buf, offs, classes = _code_points(texts, ascii)
     tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
     if len(starts):
         # the distinct tokens, decoded in one go: they hold no space
@@ -168,15 +181,31 @@ class Analyzer:
         """
         return self.intern_tokens(tokenize(texts), intern)
 
-    def intern_tokens(self, tokens: "Tokens", intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`term_ids` of texts already split by :func:`tokenize`."""
+    def intern_tokens(
+        self, tokens: "Tokens", intern: Callable[[str], int], known: dict[str, int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`term_ids` of texts already split by :func:`tokenize`.
+
+        ``known``: terms whose id ``intern`` gives without assigning one (the store's
+        dictionary): looked up at C speed, ``intern`` called for the others only, in the
+        same order, so the same terms are assigned the same ids.
+        """
         tok, counts, words = tokens
         if len(counts) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         stop = STOPWORDS if self.stopwords else frozenset()
-        code = np.array(
-            [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
-        )
+        if known is None:
+            code = np.array(
+                [-1 if w in stop else intern(stem(w) if self.stem else w) for w in words], dtype=np.int64
+            )
+        else:
+            terms = list(map(stem, words)) if self.stem else list(words)
+            ids = list(map(known.get, terms))
+            for i in [i for i, t in enumerate(ids) if t is None]:
+                ids[i] = -1 if words[i] in stop else intern(terms[i])
+            for i in [i for i, w in enumerate(map(stop.__contains__, words)) if w]:
+                ids[i] = -1
+            code = np.array(ids, dtype=np.int64)
         return _analyze.map_terms(tok, counts, code)
 
     def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:

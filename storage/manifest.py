@@ -52,14 +52,14 @@ def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
     if len(data) < (8 << 20):
         write_new_file(path, data)
         return FileRef(name, len(data), sha256_bytes(data), mix64_bytes(data))
-    # A big file is hashed in a thread while it is written (hashlib, numba and the write release the GIL).
+    # A big file is hashed in a thread (both checksums) while it is written (hashlib, numba and
+    # the write release the GIL).
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        digest = pool.submit(sha256_bytes, data)
+        digests = pool.submit(lambda: (sha256_bytes(data), mix64_bytes(data)))
         write_new_file(path, data)
-        fast = mix64_bytes(data)
-        return FileRef(name, len(data), digest.result(), fast)
+        return FileRef(name, len(data), *digests.result())
 
 
 def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:

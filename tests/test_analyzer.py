@@ -116,3 +116,29 @@ def test_compiled_tokenizer_grows_its_arrays():
     huge = ["y" * 40_000, "é" + "y" * 40_000]  # one token longer than the buffer doubled
     for texts in (dense, long_words, huge, dense + long_words + huge):
         assert _batch_terms(a, texts)[0] == [a.terms(t) for t in texts]
+
+
+_WORDS = st.sampled_from(["having", "have", "doing", "do", "ours", "our", "paint", "painted", "painting", "the", "a", "s", "team", "99.9", "w7"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_WORDS, max_size=8).map(" ".join), max_size=6), st.lists(_WORDS, max_size=6), st.booleans(), st.booleans())
+def test_interning_with_a_known_dictionary_equals_interning_each_term(texts, stored, stopwords, stemmed):
+    """intern_tokens with the store's dictionary (looked up in bulk, ``intern`` called for the
+    other terms only) gives the ids and assigns new ones in the order of calling ``intern`` on
+    every term; stop words stay out even when their stem is a stored term."""
+    from mempp.storage.analyzer import tokenize
+
+    a = Analyzer(stopwords=stopwords, stem=stemmed)
+    known = {t: i for i, t in enumerate(dict.fromkeys(stem(w) for w in stored))}
+
+    def run(with_known):
+        new: dict[str, int] = {}
+
+        def intern(term):
+            return known[term] if term in known else new.setdefault(term, len(known) + len(new))
+
+        flat, lengths = a.intern_tokens(tokenize(texts), intern, known if with_known else None)
+        return flat.tolist(), lengths.tolist(), list(new)
+
+    assert run(True) == run(False)

@@ -193,3 +193,50 @@ def test_store_of_the_previous_format_opens(tmp_path):
     with mempp.Store.open(copy, embedder=mempp.HashEmbedder(16)) as s:
         s.add([{"id": "new", "text": "A new note on the uptime SLA.", "author": "Dee", "date": "2023-07-01"}])
         assert len(s) == 5
+
+
+def _big_batch(b: int, n: int = 2500) -> list[dict]:
+    return [{"id": f"b{b}-{i}", "text": f"term{b}x{i} " + " ".join(WORDS_BIG[(b + i + j) % len(WORDS_BIG)] for j in range(8))} for i in range(n)]
+
+
+WORDS_BIG = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+
+
+@pytest.mark.parametrize("step", ["after_docs_fsync", "after_post_fsync", "after_terms_fsync", "after_q8_fsync", "after_dict_fsync"])
+def test_failpoint_in_a_big_commit_writing_files_at_once(tmp_path, monkeypatch, step):
+    """A big batch writes its postings, term index and int8 copy from threads while the segment
+    is written: a failure at any step still leaves the previous version, and the next commit works."""
+    from mempp.storage import writer
+
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+        s.add(_big_batch(0))
+        monkeypatch.setenv("MEMPP_FAILPOINT", f"{step}:raise")
+        with pytest.raises(mempp.StoreWriteError, match=f"failpoint {step}"):
+            s.add(_big_batch(1))
+        assert len(s) == 2500 and s.version == 1
+        monkeypatch.delenv("MEMPP_FAILPOINT")
+        s.add(_big_batch(1))
+        assert len(s) == 5000
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        assert [s.get(i).key for i in (0, 2499, 2500, 4999)] == ["b0-0", "b0-2499", "b1-0", "b1-2499"]
+        assert s.query("term1x7", k=1)[0].key == "b1-7"
+    assert writer.PARALLEL_WRITES <= 2500
+
+
+def test_big_commit_writes_the_files_a_serial_one_writes(tmp_path, monkeypatch):
+    """The files of a big batch written at once are those written one at a time (names, bytes, references)."""
+    from mempp.storage import writer
+
+    def build(path):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+            s.add(_big_batch(0))
+            return s._snap.manifest["commits"][-1]["files"]
+
+    at_once = build(tmp_path / "a")
+    monkeypatch.setattr(writer, "PARALLEL_WRITES", 10**9)
+    one_by_one = build(tmp_path / "b")
+    assert list(at_once) == list(one_by_one) == ["docs", "post", "index", "q8", "dict"]
+    for kind in ("post", "index", "q8", "dict"):
+        assert at_once[kind] == one_by_one[kind], kind
+        assert (tmp_path / "a" / at_once[kind]["name"]).read_bytes() == (tmp_path / "b" / one_by_one[kind]["name"]).read_bytes()

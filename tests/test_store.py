@@ -313,3 +313,127 @@ def test_big_batches_tokenized_aside_index_like_small_ones(tmp_path):
     big = build(tmp_path / "big", 10_000)
     small = build(tmp_path / "small", 500)
     assert big[0] == small[0] and np.array_equal(big[1], small[1]) and big[2] == small[2]
+
+
+def test_big_batches_tokenized_before_the_check_index_like_small_ones(tmp_path):
+    """Plain records of a big batch are tokenized as soon as add() starts, before they are
+    checked: empty and whitespace-only texts (None results) drop out of the counts, and a
+    rejected batch writes nothing and raises the error of its first bad record."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    words = ["budget", "99.9", "Caroline's", "team", "the", "naïve", "launch"]
+    blanks = ["", " ", "\n\t", "\u3000", "\xa0 \u2003"]
+    docs = []
+    for i in range(3000):
+        if i % 7 == 3:
+            docs.append({"text": blanks[i % len(blanks)]})
+        else:
+            docs.append({"text": " ".join(rng.choice(words, 5)) + f" doc{i}", "date": "2023-01-02", "author": ["Ann", None][i % 2]})
+
+    def build(path, chunk):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+            ids = [x for a in range(0, len(docs), chunk) for x in s.add(docs[a : a + chunk])]
+            snap = s._snap
+            lengths = np.concatenate([e.segment.lengths for e in snap.segments])
+            hits = [h.doc_id for h in s.query("caroline budget 99.9 naive", k=20, legs=("lexical",))]
+            return ids, dict(snap.term_ids), lengths, hits
+
+    big, small = build(tmp_path / "big", 3000), build(tmp_path / "small", 500)
+    assert big[0] == small[0] and big[1] == small[1] and np.array_equal(big[2], small[2]) and big[3] == small[3]
+    assert big[0].count(None) == sum(1 for d in docs if not d["text"].strip())
+
+    with mempp.Store.open(tmp_path / "bad", embedder=mempp.HashEmbedder()) as s:
+        bad = docs[:2500] + [{"text": "fine", "date": "not a date"}] + docs[2500:]
+        with pytest.raises(mempp.ValidationError) as info:
+            s.add(bad)
+        assert (info.value.field, info.value.record) == ("date", 2500)
+        assert len(s) == 0 and s.version == 0
+
+    # Should a dropped record have had tokens, the kept rows' texts are tokenized again.
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from mempp.storage.analyzer import tokenize
+    from mempp.store import _tokens_of_rows
+
+    done = Future()
+    done.set_result(tokenize(["alpha beta", "gamma", "delta"]))
+    got = _tokens_of_rows(done, [True, False, True], [SimpleNamespace(text="alpha beta"), None, SimpleNamespace(text="delta")])
+    want = tokenize(["alpha beta", "delta"])
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+
+
+class _Record(dict):
+    """A mapping that is not exactly a dict: add() checks it on the general path, all on this thread."""
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_big_batch_of_plain_records_stores_what_the_general_path_stores(tmp_path, seed):
+    """A big batch of plain dicts (checked while fingerprints, tokens, normalized embeddings and
+    their int8 copy are made in threads) stores the same bytes as the same records checked
+    one by one on the general path (only the ingestion time and commit time differ)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    words = ["budget", "99.9", "Caroline's", "team", "the", "launch", "w7", "ok"] + (["naïve", "café"] if seed == 1 else [])
+    n = 2500
+    docs = []
+    for i in range(n):
+        d = {"text": " ".join(rng.choice(words, int(rng.integers(1, 30)))) if i % 11 else ["", "  ", "\t x  y "][i % 3]}
+        if seed:  # every record a new row: what was made aside for the whole batch is used as it is
+            d["text"] += f" doc{i}"
+        if i % 3 == 0:
+            d["date"] = f"2023-0{1 + i % 9}-1{i % 10}"
+        if i % 4 == 1:
+            d["author"] = ["Ann Lee", "", "Bob"][i % 3]
+        if i % 5 == 2:
+            d["id"] = f"k{i % 700}"  # repeated keys: new versions supersede the old
+        docs.append(d)
+    if not seed:
+        docs[100] = dict(docs[50])  # an exact re-ingest inside the batch
+    emb = rng.standard_normal((n, 8)).astype(np.float32) * 3
+    emb[[0, 7]] = 0
+
+    def build(path, records):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=8)) as s:
+            ids = s.add(records, embeddings=emb)
+            ids += s.add(records[:300], embeddings=emb[:300])  # re-ingests of stored rows
+        return ids
+
+    fast = build(tmp_path / "fast", docs)
+    slow = build(tmp_path / "slow", [_Record(d) for d in docs])
+    assert fast == slow
+    files = sorted(p.relative_to(tmp_path / "fast") for p in (tmp_path / "fast" / "segments").iterdir())
+    assert files == sorted(p.relative_to(tmp_path / "slow") for p in (tmp_path / "slow" / "segments").iterdir())
+    for name in files:
+        a, b = (tmp_path / "fast" / name), (tmp_path / "slow" / name)
+        if name.name.endswith((".docs.arrow", ".sup.arrow")):
+            ta, tb = (pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in (a, b))
+            if "effective" in ta.column_names:  # undated rows take effect when ingested
+                ea, eb, ra, rb = (np.asarray(t.column(c).cast(pa.int64())) for t, c in ((ta, "effective"), (tb, "effective"), (ta, "recorded_at"), (tb, "recorded_at")))
+                assert np.array_equal(ea == ra, eb == rb) and np.array_equal(ea[ea != ra], eb[eb != rb])
+            times = ["ingested_at", "effective", "recorded_at"]
+            assert ta.drop_columns([c for c in times if c in ta.column_names]).equals(tb.drop_columns([c for c in times if c in tb.column_names]))
+            assert len(ta) > 0
+        else:
+            assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_big_batch_reports_the_embeddings_error_first(tmp_path):
+    """With a bad record and a NaN in the embeddings, the embeddings error is raised (they are
+    checked first), whichever thread normalizes them; nothing is written."""
+    docs = [{"text": f"doc {i}"} for i in range(3000)]
+    docs[10] = {"text": "bad", "date": "not a date"}
+    emb = np.ones((3000, 8), dtype=np.float32)
+    emb[2900, 3] = np.nan
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=8)) as s:
+        for records in (docs, [_Record(d) for d in docs]):
+            with pytest.raises(mempp.ValidationError) as info:
+                s.add(records, embeddings=emb)
+            assert (info.value.field, info.value.record) == ("embedding", 2900)
+        emb[2900, 3] = 1
+        with pytest.raises(mempp.ValidationError) as info:
+            s.add(docs, embeddings=emb)
+        assert (info.value.field, info.value.record) == ("date", 10)
+        assert len(s) == 0 and s.version == 0

@@ -172,6 +172,23 @@ def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
     assert info.value.record == 4500
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 9000), st.integers(1, 40), st.sampled_from([1e-30, 1e-3, 1.0, 1e3, 1e19, 1e37]), st.integers(0, 2**32 - 1))
+def test_normalized_embeddings_equal_those_of_linalg_norm(n, dim, scale, seed):
+    """The normalization (squares into one reused buffer) against np.linalg.norm, bit for bit,
+    at magnitudes where squares underflow or overflow, with zero rows."""
+    from mempp.ingest import _check_embeddings
+
+    rng = np.random.default_rng(seed)
+    emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
+    emb[rng.random(n) < 0.05] = 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+        got = _check_embeddings(emb, n, dim)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x00\x7fé")), min_size=1, max_size=10)), max_size=6))
 def test_batch_fingerprints_equal_fingerprint(pairs):
@@ -184,3 +201,35 @@ def test_batch_fingerprints_equal_fingerprint(pairs):
     ascii_rows = [Row(i, None, t.encode("ascii", "ignore").decode() or "x", None, None, None, None, None, None, (), 0) for i, (_, t) in enumerate(pairs)]
     _fingerprint_rows(ascii_rows)
     assert [r.fingerprint for r in ascii_rows] == [fingerprint(None, r.text) for r in ascii_rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=20), st.binary(max_size=300) | st.sampled_from([b"", b"a" * 127, b"b" * 128, b"c" * 129, b"d" * 255, b"e" * 256])), max_size=8), st.data())
+def test_blake2b_kernel_equals_hashlib(pairs, data):
+    """The compiled BLAKE2b-64 (fingerprints of a batch) against hashlib's, across block boundaries."""
+    import hashlib
+
+    from mempp.kernels.blake2b import blake2b8_rows
+
+    def pack(parts):
+        offs = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=offs[1:])
+        return np.frombuffer(b"".join(parts) + b"\x00", dtype=np.uint8), offs
+
+    todo = np.array(data.draw(st.lists(st.booleans(), min_size=len(pairs), max_size=len(pairs))), dtype=np.bool_)
+    out = np.full(len(pairs), 7, dtype=np.uint64)
+    blake2b8_rows(*pack([p for p, _ in pairs]), *pack([d for _, d in pairs]), todo, out)
+    want = [int.from_bytes(hashlib.blake2b(p + d, digest_size=8).digest(), "little") if t else 7 for (p, d), t in zip(pairs, todo)]
+    assert out.tolist() == want
+
+
+_words = st.text(st.sampled_from(list("ab  \t\nxyz")), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.sampled_from(["", "Ann Lee", "b" * 130]), st.text(max_size=4)), _words), max_size=8))
+def test_batch_fingerprints_of_long_texts_equal_fingerprint(pairs):
+    """Texts of several 128-byte blocks, authors or none (the compiled hash's prefixes)."""
+    from mempp.ingest import fingerprint, fingerprints
+
+    assert fingerprints([a for a, _ in pairs], [t for _, t in pairs]).tolist() == [fingerprint(a, t) for a, t in pairs]

@@ -278,3 +278,12 @@ def test_rrf_select(benchmark):
     out_d, out_r = np.empty(10, np.int64), np.empty(10, np.bool_)
     fd, fs = np.empty(150, np.int64), np.empty(150, np.float64)
     benchmark(rrf_select, docs, starts, weights, 60, dates, -(2**63), 10, True, out_d, out_r, fd, fs)
+
+
+def test_batch_fingerprints(benchmark, workload_store):
+    """Fingerprints at ingest (kernels/blake2b.py through ingest.fingerprints), 20,000 workload texts."""
+    from mempp.ingest import fingerprints
+
+    _, _, w = workload_store
+    texts = w.texts(0, 20_000)
+    benchmark(fingerprints, [None] * len(texts), texts)

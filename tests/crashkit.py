@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +121,7 @@ class DiskModel:
         self.ops = 0
         self.on_op = None  # called before every operation with (op, rel)
         self.last_op = ("", "")
+        self._lock = threading.RLock()  # a big commit writes files from two threads: one operation at a time
 
     def _load(self, path: Path) -> Dir:
         d = Dir()
@@ -139,6 +141,10 @@ class DiskModel:
         return d, parts[-1]
 
     def __call__(self, op: str, path: Path, data: bytes | None = None, dst: Path | None = None):
+        with self._lock:
+            return self._apply(op, path, data, dst)
+
+    def _apply(self, op: str, path: Path, data: bytes | None, dst: Path | None):
         try:
             rel = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:

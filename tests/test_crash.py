@@ -39,6 +39,9 @@ WRITER = textwrap.dedent(
             w.add(batch(0, long=True))
     if failpoint:
         os.environ["MEMPP_FAILPOINT"] = failpoint
+    if os.environ.get("MEMPP_TEST_PARALLEL_WRITES"):  # every commit takes the big batches' two-thread path
+        import mempp.storage.writer
+        mempp.storage.writer.PARALLEL_WRITES = 1
     with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=index) as s:
         print("ready", flush=True)
         b = int(sys.argv[2])
@@ -67,8 +70,12 @@ def _present(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path):
-    kills = 1000 if long_run() else 100
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
+def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path, parallel):
+    """``parallel``: the writer takes the big batches' path (derived files written from a second
+    thread) for every commit; 100 kills serial and 40 that way in CI."""
+    kills = (1000 if long_run() else 100) if not parallel else (400 if long_run() else 40)
+    env = {"MEMPP_TEST_PARALLEL_WRITES": "1"} if parallel else None
     rng = random.Random(5)
     path = tmp_path / "s"
     acked: list[int] = []
@@ -81,7 +88,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path):
             path, acked = tmp_path / f"s{cycle}", []
         start = len(acked) if not acked else acked[-1] + 1
         start = max(start, _present(path) if path.exists() else 0)
-        proc = _child(path, start, 10**9)
+        proc = _child(path, start, 10**9, env)
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         time.sleep(rng.uniform(0, 0.12))
         os.kill(proc.pid, signal.SIGKILL)
@@ -101,7 +108,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path):
         acked = acked_all if acked_all else acked
     # the kills must land across commits, not only in start-up
     assert total_acked >= kills // 4 and mid_commit >= kills // 20, (total_acked, mid_commit)
-    print(f"T1: {kills} kills survived, {total_acked} acknowledged batches ({3 * total_acked} documents), "
+    print(f"T1 ({'parallel writes' if parallel else 'serial'}): {kills} kills survived, {total_acked} acknowledged batches ({3 * total_acked} documents), "
           f"{checked} acknowledged-document checks, {mid_commit} kills landed inside a commit")
     _final_writer_check(path)
 
@@ -116,13 +123,15 @@ def _final_writer_check(path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
 @pytest.mark.parametrize("step", COMMIT_STEPS)
-def test_kill_at_each_commit_step(tmp_path, step):
+def test_kill_at_each_commit_step(tmp_path, step, parallel):
     path = tmp_path / "s"
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
         for b in range(2):
             s.add(batch(b, long=True))
-    proc = _child(path, 2, 3, {"MEMPP_FAILPOINT": f"{step}:kill"})
+    env = {"MEMPP_FAILPOINT": f"{step}:kill"} | ({"MEMPP_TEST_PARALLEL_WRITES": "1"} if parallel else {})
+    proc = _child(path, 2, 3, env)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, (out, err)  # every step is reached: batch 2 has every file type
     assert "ack 2" not in out

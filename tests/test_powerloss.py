@@ -66,7 +66,14 @@ def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: in
 
 
 @pytest.mark.slow
-def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path):
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
+def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monkeypatch, parallel):
+    """``parallel``: every commit writes its derived files from a thread beside the segment (as
+    batches of PARALLEL_WRITES documents or more do), the model taking one operation at a time."""
+    if parallel:
+        from mempp.storage import writer
+
+        monkeypatch.setattr(writer, "PARALLEL_WRITES", 1)
     states, model = _record_run(tmp_path / "store")
     seeds = 40 if long_run() else 6
     modes = [("lose", 0), ("keep", 0)] + [("random", i) for i in range(seeds)]

@@ -14,9 +14,6 @@ checks mix64 where it is recorded (stores written before it have sha256 only), a
 
 from __future__ import annotations
 
-import mmap
-import os
-
 import numpy as np
 from numba import njit, uint64
 
@@ -93,17 +90,8 @@ def mix64_bytes(data) -> str:
     return f"{int(finish(acc, buf[whole:], len(buf))):016x}"
 
 
-def mix64_file(path, chunk: int = 8 << 20, mapped: bool = True) -> str:
-    """mix64 of a file's bytes (releases the GIL).
-
-    ``mapped``: hash the file's pages in place through a populated read-only mapping (no copy
-    out of the page cache); otherwise, or where the file cannot be mapped, read it in
-    ``chunk``-byte blocks (a multiple of 32).
-    """
-    if mapped:
-        got = _mix64_mapped(path)
-        if got is not None:
-            return got
+def mix64_file(path, chunk: int = 8 << 20) -> str:
+    """mix64 of a file's bytes, read in ``chunk``-byte blocks (a multiple of 32; releases the GIL)."""
     chunk = max(STRIPE, chunk // STRIPE * STRIPE)
     buf = np.empty(chunk, dtype=np.uint8)
     view = memoryview(buf)
@@ -123,26 +111,3 @@ def mix64_file(path, chunk: int = 8 << 20, mapped: bool = True) -> str:
             buf[:rest] = buf[whole:fill]
             fill = rest
     return f"{int(finish(acc, buf[:fill], total)):016x}"
-
-
-def _mix64_mapped(path) -> str | None:
-    """mix64 through a mapping of the whole file, or None when it cannot be mapped (empty, not a regular file)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return None
-        try:
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            m = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
-        except (OSError, ValueError):
-            return None
-    try:
-        buf = np.frombuffer(m, dtype=np.uint8)
-        whole = size // STRIPE * STRIPE
-        acc = _start()
-        stripes(acc, buf[:whole].view("<u8").reshape(-1, 4))
-        out = f"{int(finish(acc, buf[whole:], size)):016x}"
-        del buf
-        return out
-    finally:
-        m.close()

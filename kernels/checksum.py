@@ -90,7 +90,7 @@ def mix64_bytes(data) -> str:
     return f"{int(finish(acc, buf[whole:], len(buf))):016x}"
 
 
-def mix64_file(path, chunk: int = 8 << 20) -> str:
+def mix64_file(path, chunk: int = 512 << 10) -> str:
     """mix64 of a file's bytes, read in ``chunk``-byte blocks (a multiple of 32; releases the GIL)."""
     chunk = max(STRIPE, chunk // STRIPE * STRIPE)
     buf = np.empty(chunk, dtype=np.uint8)

@@ -957,7 +957,7 @@ class Store:
                         else:
                             pos = dict(zip(ranked, range(len(ranked))))
                             cols[f"rank_{leg}"] += [pos.get(doc) for doc in got]
-                cols["key"] = _keys(snap, np.asarray(cols["doc_id"], dtype=np.int64))
+                cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
             if progress is not None:
                 progress(len(part))
             yield pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
@@ -1025,25 +1025,6 @@ class Store:
             "skipped": list(snap.skipped),
             "rebuilt": list(snap.rebuilt),
         }
-
-
-def _keys(snap: Snapshot, docs: np.ndarray):
-    """The ``key`` of each document as one Arrow string array, taken column by column from the segments."""
-    import pyarrow as pa
-
-    if len(docs) == 0:
-        return pa.array([], type=pa.string())
-    bases = np.array([e.base for e in snap.segments], dtype=np.int64)
-    seg = np.searchsorted(bases, docs, side="right") - 1
-    order = np.argsort(seg, kind="stable")
-    parts = []
-    for i in np.unique(seg):
-        rows = docs[order[seg[order] == i]] - bases[i]
-        parts.append(snap.segments[i].reader("key").arr.take(pa.array(rows)).cast(pa.string()))
-    flat = pa.concat_arrays(parts)
-    inverse = np.empty(len(order), dtype=np.int64)
-    inverse[order] = np.arange(len(order))
-    return flat.take(pa.array(inverse))
 
 
 def _quantized(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -60,4 +60,5 @@ def test_store_rows_equal_the_segment_table(tmp_path):
         want = entry.segment.table.slice(r, 1).to_pylist()[0]
         assert np.array_equal(row.pop("embedding"), np.asarray(want.pop("embedding"), dtype=np.float32))
         assert row == want
-    assert snap.keys_of(np.array([0, 1, 2])) == ["a", None, None]
+    assert snap.keys_of(np.array([0, 1, 2])).to_pylist() == ["a", None, None]
+    assert snap.keys_of(np.array(ids)).to_pylist() == [row["key"] for row in snap.rows(ids)]  # across segments, any order

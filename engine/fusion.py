@@ -6,7 +6,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from mempp.kernels.rrf import rrf_select
+from mempp.kernels.rrf import RESERVE_SLOTS, rrf_select
 
 RRF_C = 60
 
@@ -26,9 +26,6 @@ def rrf(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], c: 
 def fused_order(scores: Mapping[int, float]) -> list[int]:
     """Documents by fused score, the later-ingested (higher doc id) first on ties."""
     return sorted(scores, key=lambda d: (-scores[d], -d))
-
-
-RESERVE_SLOTS = 3
 
 
 def select(

@@ -86,6 +86,9 @@ def _one_writer_thread(method):
     return locked
 
 
+# A batch of at least this many records is checked, fingerprinted, tokenized and normalized in
+# threads at once (Store._add); smaller ones take the plain path (threads would not pay).
+BIG_BATCH = 2000
 MASK_BYTES = 128 << 20  # query_stream: candidate-mask bytes per chunk of queries (one per document and query)
 # query_stream's queries per chunk: the int8 scan lays each block of rows out once per chunk and
 # a chunk shares one pass over the rows, so larger is faster; but the chunk's masks (one byte per
@@ -305,11 +308,11 @@ class Store:
     def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
         self._check_writable()
         docs = list(docs)
-        early = _record_texts(docs) if len(docs) >= 2000 else None
+        early = _record_texts(docs) if len(docs) >= BIG_BATCH else None
         if early is None:
             rows, supplied = prepare_batch(docs, embeddings, self.dim)
             prepared = [r.text for r in rows if r is not None]
-            if len(prepared) < 2000:
+            if len(prepared) < BIG_BATCH:
                 return self._add_rows(rows, supplied, batch_size, progress, None)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
         # the rows are checked and matched against the store here; used if every row turns out

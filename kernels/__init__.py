@@ -18,7 +18,6 @@ from .bm25 import (
     bm25_probe,
     clear_touched,
     dense_topk,
-    kth_touched,
     topk_touched,
 )
 from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
@@ -34,7 +33,6 @@ __all__ = [
     "bm25_accumulate_dense",
     "bm25_norms",
     "bm25_probe",
-    "kth_touched",
     "dense_topk",
     "quantize_rows",
     "masked_dot_topk_q8",

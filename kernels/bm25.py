@@ -137,20 +137,6 @@ def dense_topk(scores, mask, k, out_ids, out_scores):
 
 
 @njit(cache=True, nogil=True)
-def kth_touched(scores, touched, n_touched, k):
-    """The ``k``-th best score among the touched documents; 0.0 when fewer than ``k`` were touched."""
-    if k <= 0 or n_touched < k:
-        return 0.0
-    hs = np.empty(k, dtype=scores.dtype)
-    hi = np.empty(k, dtype=np.int64)
-    n = 0
-    for j in range(n_touched):
-        g = touched[j]
-        n = heap_push(hs, hi, n, k, scores[g], g)
-    return float(hs[0])
-
-
-@njit(cache=True, nogil=True)
 def bm25_probe(post_docs, post_tfs, start, end, weight, norms, k1, base, docs, scores):
     """Add one term's contribution to the given documents only (MaxScore's non-essential terms).
 

@@ -164,11 +164,6 @@ class Facet:
         codes = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, dtype=np.int32)
         return cls(names=names, codes=codes, index=index)
 
-    def bitmap(self, name: str) -> BitMap:
-        """Documents whose value is exactly ``name`` (cached)."""
-        code = self.index.get(name)
-        return BitMap() if code is None else self.code_bitmap(code)
-
     def code_bitmap(self, code: int) -> BitMap:
         """Documents whose value has code ``code`` (cached for the snapshot's life)."""
         bm = self._bitmaps.get(code)

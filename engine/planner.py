@@ -598,7 +598,7 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     return [out_ids[b, : out_n[b]] if certified[b] else None for b in range(n_q)]
 
 
-SEED_STRIDE = 32  # the sample that sets the scan's floors: every 16th block of rows
+SEED_STRIDE = 32  # the sample that sets the scan's floors: every 32nd block of rows
 SEED_MARGIN = 2.0  # a floor is set where about this many times keep rows should score above it
 SEED_MIN_RANK = 8  # ... from at least this many sampled rows above it (else no floor)
 SEED_MIN_DOCS = 4 * SEED_STRIDE * BATCH_ROWS  # smaller stores: no sample (too few blocks to sample)

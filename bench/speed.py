@@ -218,7 +218,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         heap = TopK(200)
         for e in snap.segments:
             if e.q8 is not None:
-                heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), full, e.base, 200, heap.scores, heap.ids, heap.n)
+                heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), full, e.base, 200, heap.scores, heap.ids, heap.n, e.q8_order)
         scan_t.append(time.perf_counter() - t)
     q8_bytes = sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)
     int8_full = {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni()} if q8_bytes else None

@@ -119,6 +119,13 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = N
     return mask
 
 
+def date_bounds(opt: QueryOptions) -> tuple[int | None, int | None]:
+    """Event dates (µs, inclusive; None: unbounded) outside which no candidate of ``opt`` lies:
+    a document valid at ``as_of`` is dated at or before it, and the date range bounds both sides."""
+    hi = min((t for t in (opt.as_of, opt.date_to) if t is not None), default=None)
+    return opt.date_from, hi
+
+
 def valid_index(snap: Snapshot) -> ValidIndex:
     """The snapshot's :class:`ValidIndex` (built once, on first use, under a lock)."""
     vi = snap.__dict__.get("_valid_index")
@@ -362,6 +369,9 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     are rescored exactly, and the result is certified against the int8 error bound (a row
     left out could not have entered the top ``depth``) or the scan is redone in float32.
     ``info`` receives how the leg ran.
+
+    ``mask`` must be ``candidate_mask(snap, opt)`` or hold fewer documents: the int8 scan reads
+    only the rows dated inside ``date_bounds(opt)``.
     """
     depth = opt.depth
     if (opt.context and snap.has_threads) or snap.has_windows:
@@ -410,8 +420,12 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         keep = max(RESCORE * depth, depth + 100, int(np.count_nonzero(mask)) // KEEP_PER_CANDIDATES)
         approx = TopK(keep, dtype=np.float32)
         prepared = Int8Query(query)
-        for entry in quant:
-            approx.n = prepared.scan(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n)
+        lo, hi = date_bounds(opt)
+        spans = [e.q8_span(lo, hi) for e in quant]
+        for entry, span in zip(quant, spans):
+            approx.n = prepared.scan(
+                entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n, entry.q8_order, span
+            )
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
         ids = np.sort(approx.ids[: approx.n])
@@ -428,8 +442,10 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
                 # collect them all in a second int8 pass and rescore them exactly.
                 out = np.empty(max(4 * keep, 4096), dtype=np.int64)
                 n_out = 0
-                for entry in quant:
-                    n_out = prepared.above(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, worst_kept - eps, out, n_out)
+                for entry, span in zip(quant, spans):
+                    n_out = prepared.above(
+                        entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, worst_kept - eps, out, n_out, entry.q8_order, span
+                    )
                     if n_out < 0:
                         break
                 if n_out >= 0:
@@ -575,7 +591,9 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     floors = _scan_floors(snap, prepared, m, keeps, counts)
     eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
-        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors)
+        batch_scan(
+            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors, order=entry.q8_order
+        )
         eps = np.maximum(eps, prepared.error_bounds(entry.q8_stats()))
     if floors is not None:
         # A heap that did not fill: fewer than keep rows reached the floor, so rows below it may
@@ -587,7 +605,7 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
             sm = np.ascontiguousarray(m[redo])
             ss, si, sn = heap_s[redo], heap_i[redo], np.zeros(len(redo), dtype=np.int64)
             for entry in snap.segments:
-                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn)
+                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn, order=entry.q8_order)
             heap_s[redo], heap_i[redo], heap_n[redo] = ss, si, sn
     table, keep = _embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
@@ -622,7 +640,9 @@ def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.n
     sn = np.zeros(n_q, dtype=np.int64)
     seen = np.zeros(n_q, dtype=np.int64)
     for entry in snap.segments:
-        batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen)
+        batch_scan(
+            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen, order=entry.q8_order
+        )
     rank = (SEED_MARGIN * keeps * seen // np.maximum(counts, 1)).astype(np.int64)
     ok = (rank >= SEED_MIN_RANK) & (rank <= sn)
     filled = np.where(np.arange(cap)[None, :] < sn[:, None], ss, -np.inf)

@@ -21,7 +21,7 @@ from .bm25 import (
     topk_touched,
 )
 from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
-from .int8dot import Int8Batch, Int8Query, batch_scan, has_vnni, masked_dot_above_q8, masked_dot_topk_q8, quantize_query, row_stats, segment_stats
+from .int8dot import Int8Batch, Int8Query, batch_scan, has_vnni, identity_order, masked_dot_above_q8, masked_dot_topk_q8, quantize_query, row_stats, segment_stats
 from .context import candidate_moments, context_topk, masked_dot_dense, masked_dot_max, sparse_moments, with_neighbours
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "masked_dot_topk_q8",
     "masked_dot_above_q8",
     "batch_scan",
+    "identity_order",
     "row_stats",
     "segment_stats",
     "Int8Query",

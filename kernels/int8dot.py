@@ -322,15 +322,18 @@ def _dot_qw(x, qw):
 
 
 @njit(cache=True, nogil=True)
-def masked_dot_topk_q8(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap):
+def masked_dot_topk_q8(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap, order, start, stop):
     """Push every masked row's approximate score into the heap (portable kernel); return the fill.
 
     ``q8``: (n, d) int8; ``scale``: (n,) float32; ``qw``/``qscale`` from :func:`quantize_query`;
     ``mask``: global candidates; score ``scale[row] * (qscale * float32(q8[row] · qw))``.
+    ``order``: the segment row of each stored row (the copy is stored in date order;
+    :func:`identity_order` when it is not); only stored rows ``start .. stop`` are scanned
+    (a span holding every candidate). Doc ids are ``base + order[row]``.
     """
     qs = np.float32(qscale)
-    for row in range(q8.shape[0]):
-        g = base + row
+    for row in range(start, stop):
+        g = base + order[row]
         if mask[g]:
             s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
@@ -339,12 +342,13 @@ def masked_dot_topk_q8(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_i
 
 
 @njit(cache=True, nogil=True)
-def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out):
+def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out, order, start, stop):
     """Append to ``out`` (from ``n_out``) every masked row whose approximate score is
-    ``>= threshold``; returns the new count, or -1 when ``out`` is full (portable kernel)."""
+    ``>= threshold``; returns the new count, or -1 when ``out`` is full (portable kernel).
+    ``order``, ``start``, ``stop``: as in :func:`masked_dot_topk_q8`."""
     qs = np.float32(qscale)
-    for row in range(q8.shape[0]):
-        g = base + row
+    for row in range(start, stop):
+        g = base + order[row]
         if mask[g]:
             s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
             if s >= threshold:
@@ -356,7 +360,7 @@ def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out
 
 
 @njit(cache=True, nogil=True)
-def batch_scan_q8(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_n):
+def batch_scan_q8(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_n, order):
     """:func:`masked_dot_topk_q8` of many queries (rows ``qws[b]``, heaps ``heap_*[b]``), row block by row block."""
     n = q8.shape[0]
     for r0 in range(0, n, BATCH_ROWS):
@@ -367,7 +371,7 @@ def batch_scan_q8(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_
             hi = heap_i[b]
             m = heap_n[b]
             for row in range(r0, r1):
-                g = base + row
+                g = base + order[row]
                 if masks[b, g]:
                     s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qws[b])))
                     if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
@@ -389,31 +393,31 @@ if HAS_VNNI:
         return np.int32(_vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row]))
 
     @njit(cache=True, nogil=True)
-    def masked_dot_topk_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows):
+    def masked_dot_topk_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop):
         """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching; ``rows``: scratch (n,) int64."""
         qs = np.float32(qscale)
         m = 0
-        for row in range(q8.shape[0]):  # candidate rows first: their addresses feed the prefetcher
+        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
             rows[m] = row
-            m += 1 if mask[base + row] else 0
+            m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
             _prefetch_row(q8, rows[i])
         for i in range(m):
             if i + PREFETCH_AHEAD < m:
                 _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
             row = rows[i]
-            g = base + row
+            g = base + order[row]
             s = scale[row] * (qs * np.float32(_vnni_int16(q8, row, hi, lo, rowsum)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
         return n_heap
 
     @njit(cache=True, nogil=True)
-    def masked_dot_above_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, threshold, out, n_out):
+    def masked_dot_above_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, threshold, out, n_out, order, start, stop):
         """:func:`masked_dot_above_q8` with ``vpdpbusd``."""
         qs = np.float32(qscale)
-        for row in range(q8.shape[0]):
-            g = base + row
+        for row in range(start, stop):
+            g = base + order[row]
             if mask[g]:
                 s = scale[row] * (qs * np.float32(_vnni_int16(q8, row, hi, lo, rowsum)))
                 if s >= threshold:
@@ -424,7 +428,7 @@ if HAS_VNNI:
         return n_out
 
     @njit(cache=True, nogil=True)
-    def batch_scan_vnni(q8, scale, rowsum, his, qscales, masks, base, k, heap_s, heap_i, heap_n):
+    def batch_scan_vnni(q8, scale, rowsum, his, qscales, masks, base, k, heap_s, heap_i, heap_n, order):
         """:func:`batch_scan_q8` with ``vpdpbusd``, for int8 queries (``his[b] = qw + 128``).
 
         Per block and query the candidate rows are listed first (no branch on the mask: a
@@ -438,7 +442,7 @@ if HAS_VNNI:
                 m = 0
                 for row in range(r0, r1):
                     rows[m] = row
-                    m += 1 if masks[b, base + row] else 0
+                    m += 1 if masks[b, base + order[row]] else 0
                 qs = np.float32(qscales[b])
                 hi_b = his[b]
                 hs = heap_s[b]
@@ -446,7 +450,7 @@ if HAS_VNNI:
                 fill = heap_n[b]
                 for i in range(m):
                     row = rows[i]
-                    g = base + row
+                    g = base + order[row]
                     s = scale[row] * (qs * np.float32(_vnni_int8(q8, row, hi_b, rowsum)))
                     if fill < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                         fill = heap_push(hs, hi, fill, k, s, g)
@@ -500,7 +504,7 @@ def _key_score(key, ubits, sbits):
 if HAS_VNNI512:
 
     @njit(cache=True, nogil=True)
-    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen):
+    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen, order, permuted):
         """:func:`batch_scan_q8` as a tiled int8 matrix product (int8 queries; ``qwords[b]``: ``qw + 128`` as
         int32 words, rows rounded up to a multiple of TILE_QUERIES with any query).
 
@@ -516,6 +520,10 @@ if HAS_VNNI512:
         ``floors[b]``: rows scoring below it are not offered (-inf: none; see :func:`batch_scan`).
         ``stride``: scan every ``stride``-th block of rows only (a sample); ``seen[b]`` counts
         the candidates of the blocks scanned when ``stride > 1``.
+
+        ``order``: the segment row of each stored row (see :func:`masked_dot_topk_q8`); when
+        ``permuted`` the mask is read per row that reaches its query's threshold (a stored
+        tile's rows are not adjacent in the mask), else inside the tile, with the scores.
         """
         n = q32.shape[0]
         n_q = heap_n.shape[0]
@@ -554,13 +562,15 @@ if HAS_VNNI512:
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
         out_s = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.float32)
         out_bits = np.zeros(TILE_QUERIES, dtype=np.int32)
+        ones = np.ones((1, TILE_ROWS), dtype=np.uint8)  # the in-tile mask when the mask is read per row
+        zrows = np.zeros(n_qt, dtype=np.int64)
         for r0 in range(0, n, BATCH_ROWS * stride):
             r1 = min(n, r0 + BATCH_ROWS)
             if stride > 1:
                 for b in range(n_q):
                     c = 0
                     for row in range(r0, r1):
-                        c += masks[b, base + row] != 0
+                        c += masks[b, base + order[row]] != 0
                     seen[b] += c
             _tile_block(q32, r0, r1, blk)
             for r in range(r1 - r0):
@@ -571,7 +581,9 @@ if HAS_VNNI512:
                 for g in range(n_groups):
                     g0 = r0 + g * TILE_ROWS
                     g1 = min(r1, g0 + TILE_ROWS)
-                    if g1 - g0 == TILE_ROWS:
+                    if g1 - g0 == TILE_ROWS and permuted:
+                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, ones, zrows, 0, out_s, out_bits)
+                    elif g1 - g0 == TILE_ROWS:
                         _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
                     else:  # the segment's last, partial tile: scored here
                         _vnni512_tile(blk, g, qwords, q0, acc)
@@ -582,7 +594,7 @@ if HAS_VNNI512:
                                     dot = np.int32(np.int64(acc[j, row - g0]) - 128 * np.int64(rowsum[row]))
                                     sc = scale[row] * (qs32[q0 + j] * np.float32(dot))
                                     out_s[j, row - g0] = sc
-                                    if sc >= thr[q0 + j] and masks[q0 + j, base + row] != 0:
+                                    if sc >= thr[q0 + j] and masks[q0 + j, base + order[row]] != 0:
                                         bits |= 1 << (row - g0)
                             out_bits[j] = bits
                     for j in range(TILE_QUERIES):
@@ -593,8 +605,11 @@ if HAS_VNNI512:
                         k = ks[b]
                         for r in range(TILE_ROWS):
                             if (bits >> r) & 1:
+                                gid = base + order[g0 + r]
+                                if permuted and masks[b, gid] == 0:
+                                    continue
                                 sbits[0] = out_s[j, r] + np.float32(0.0)  # -0.0 as 0.0: equal scores, one key order
-                                key = _key(ubits[0], base + g0 + r)
+                                key = _key(ubits[0], gid)
                                 if key <= tkey[b]:
                                     continue
                                 if fill[b] == cap:
@@ -630,6 +645,29 @@ def _vnni_ok(q8) -> bool:
 _scratch = threading.local()
 
 
+_IDENTITY = np.arange(0, dtype=np.int32)
+_IDENTITY_LOCK = threading.Lock()
+
+
+def identity_order(n: int) -> np.ndarray:
+    """``arange(n)`` as int32 (read only, shared): the ``order`` of a copy stored in row order."""
+    ident = _IDENTITY
+    if len(ident) < n:
+        with _IDENTITY_LOCK:
+            ident = _IDENTITY
+            if len(ident) < n:
+                ident = np.arange(max(n, 2 * len(ident)), dtype=np.int32)
+                ident.flags.writeable = False
+                globals()["_IDENTITY"] = ident
+    return ident[:n]
+
+
+def _order_span(q8, order, span) -> tuple[np.ndarray, int, int]:
+    order = identity_order(len(q8)) if order is None else order
+    start, stop = (0, len(q8)) if span is None else span
+    return order, int(start), int(stop)
+
+
 def _rows_scratch(n: int) -> np.ndarray:
     """This thread's candidate-row list for the VNNI scan (a fresh one per query page-faulted in every time)."""
     rows = getattr(_scratch, "rows", None)
@@ -651,23 +689,30 @@ class Int8Query:
         self.qw, self.qscale = quantize_query(self.query, precise)
         self.hi, self.lo = vnni_bytes(self.qw, precise)
 
-    def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap) -> int:
-        """Offer the segment's masked rows to the heap; the fastest kernel this machine has."""
+    def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap, order=None, span=None) -> int:
+        """Offer the segment's masked rows to the heap; the fastest kernel this machine has.
+
+        ``order``: the segment row of each stored row of ``q8`` (None: row order); ``span``:
+        ``(start, stop)``, the stored rows to scan, which must hold every candidate (None: all).
+        """
+        order, start, stop = _order_span(q8, order, span)
         if self.precise and _vnni_ok(q8):
             rows = _rows_scratch(len(q8))
             return masked_dot_topk_vnni(
-                q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows
+                q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop
             )
-        return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap)
+        return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, order, start, stop)
 
-    def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int) -> int:
-        """Append the masked rows scoring ``>= threshold`` (approximately) to ``out``; -1 when it fills."""
+    def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int, order=None, span=None) -> int:
+        """Append the masked rows scoring ``>= threshold`` (approximately) to ``out``; -1 when it
+        fills. ``order``, ``span``: as in :meth:`scan`."""
+        order, start, stop = _order_span(q8, order, span)
         t = np.float32(threshold)
         if t > threshold:  # round down: a row at the threshold must not be missed
             t = np.nextafter(t, np.float32(-np.inf))
         if self.precise and _vnni_ok(q8):
-            return masked_dot_above_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, t, out, n_out)
-        return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out)
+            return masked_dot_above_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, t, out, n_out, order, start, stop)
+        return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
 
     def error_bound(self, stats) -> float:
         return error_bound(stats, self.query, self.qscale)
@@ -724,7 +769,8 @@ def tiled_scan_ok(q8, base: int) -> bool:
 
 
 def batch_scan(
-    q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None
+    q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None,
+    order=None,
 ) -> None:
     """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
     precise=False)``) over one segment, into heaps ``heap_*[b]``.
@@ -738,7 +784,12 @@ def batch_scan(
     the floor, which are the best of all rows when it fills (the caller checks). ``stride``:
     scan every ``stride``-th block of ``BATCH_ROWS`` rows, a sample; ``seen[b]`` (int64)
     is increased by the candidates in the blocks scanned (when ``stride > 1``).
+
+    ``order``: the segment row of each stored row of ``q8`` (None: row order; see
+    :meth:`Int8Query.scan`).
     """
+    permuted = order is not None
+    order = identity_order(len(q8)) if order is None else order
     if not isinstance(queries, Int8Batch):
         queries = Int8Batch.of(list(queries))
     n_q = len(queries)
@@ -751,7 +802,7 @@ def batch_scan(
         seen = np.zeros(n_q, dtype=np.int64) if seen is None else seen
         batch_scan_vnni512(
             q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
-            floors, int(stride), seen,
+            floors, int(stride), seen, order, permuted,
         )
         return
     assert floors is None and stride == 1, "floors and sampling need the tiled kernel"
@@ -759,10 +810,10 @@ def batch_scan(
         for b in range(n_q):  # per-query capacities: the row-by-row kernels one query at a time
             one = Int8Batch(queries.query[b : b + 1], queries.qw[b : b + 1], queries.qscale[b : b + 1])
             sub = slice(b, b + 1)
-            batch_scan(q8, scale, stats, one, masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False)
+            batch_scan(q8, scale, stats, one, masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False, order=order)
         return
     k = int(ks[0])
     if _vnni_ok(q8):
-        batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)
     else:
-        batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n)
+        batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)

@@ -110,6 +110,11 @@ def _placeholder(name: str, first: int, n: int, dim: int) -> "Segment":
     return Segment(name, table, first, np.full(n, NAT, dtype=np.int64), np.zeros(n, dtype=np.float32), emb)
 
 
+def date_order(dates: np.ndarray) -> np.ndarray:
+    """The rows of a segment by event date (µs, undated first), ties in row order: int32."""
+    return np.argsort(dates, kind="stable").astype(np.int32)
+
+
 def _timestamps(col: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as int64 µs with NAT for nulls."""
     ints = col.cast(pa.int64()).fill_null(NAT)

@@ -24,7 +24,7 @@ from .errors import CorruptStoreError
 from .ann import AnnIndex
 from .manifest import Checks, FileRef
 from .postings import Postings
-from .segment import NAT, Segment, _timestamps
+from .segment import NAT, Segment, _timestamps, date_order
 
 FOREVER = np.iinfo(np.int64).max
 
@@ -37,6 +37,8 @@ class SegmentEntry:
     window_embeddings: np.ndarray | None = None  # (m, dim) float32, mapped
     q8: np.ndarray | None = None  # (n, dim) int8 copy of the embeddings, mapped (IndexConfig.vector_copy)
     q8_scale: np.ndarray | None = None  # float32 per row: embedding ≈ q8_scale * q8
+    q8_order: np.ndarray | None = None  # int32 segment row of each row of q8 (stored in date order); None: row order
+    q8_dates: np.ndarray | None = None  # int64 µs date of each row of q8, ascending (with q8_order)
     _norms: tuple[float, np.ndarray] | None = None  # (avgdl, bm25_norms of the lengths), per snapshot statistics
     _readers: dict | None = None  # column name -> row reader (RowReader), built on first use
     _q8_stats: tuple | None = None  # (byte sum, sum |q8|) per row of q8, built on first use
@@ -53,6 +55,17 @@ class SegmentEntry:
 
             stats = self._q8_stats = segment_stats(self.q8, self.q8_scale)
         return stats
+
+    def q8_span(self, lo: int | None, hi: int | None) -> tuple[int, int] | None:
+        """The rows of q8 dated ``lo <= date <= hi`` (µs; None: unbounded), as ``(start, stop)``;
+        None when q8 is in row order (an older store), where every row must be scanned.
+        Undated rows sort first, inside every span that starts at 0."""
+        dates = self.q8_dates
+        if dates is None:
+            return None
+        start = 0 if lo is None else int(np.searchsorted(dates, lo, side="left"))
+        stop = len(dates) if hi is None else int(np.searchsorted(dates, hi, side="right"))
+        return start, max(start, stop)
 
     def norms(self, avgdl: float, k1: float, b: float) -> np.ndarray:
         """BM25 length norms of this segment's rows for the store-wide ``avgdl`` (cached)."""
@@ -323,15 +336,20 @@ class Snapshot:
                         # derived from the embeddings: rebuild it rather than fail
                         if files["q8"].name in bad:
                             self.rebuilt.append(files["q8"].name)
-                        emb = np.ascontiguousarray(entry.segment.embeddings, dtype=np.float32)
+                        order = date_order(entry.segment.dates)
+                        emb = np.ascontiguousarray(entry.segment.embeddings[order], dtype=np.float32)
                         entry.q8 = np.empty(emb.shape, dtype=np.int8)
                         entry.q8_scale = np.empty(len(emb), dtype=np.float32)
                         quantize_rows(emb, entry.q8, entry.q8_scale)
+                        entry.q8_order, entry.q8_dates = order, entry.segment.dates[order]
                     elif "q8" in files:
                         q8 = map_table(store / files["q8"].name)
                         chunk = q8.column("q").combine_chunks()
                         entry.q8 = chunk.values.to_numpy(zero_copy_only=True).reshape(len(q8), -1)
                         entry.q8_scale = q8.column("scale").combine_chunks().to_numpy(zero_copy_only=True)
+                        if "row" in q8.column_names:  # stored in date order (older stores: row order)
+                            entry.q8_order = q8.column("row").combine_chunks().to_numpy(zero_copy_only=True)
+                            entry.q8_dates = q8.column("date").combine_chunks().to_numpy(zero_copy_only=True)
                 self.segments.append(entry)
             if "dict" in files:
                 if files["dict"].name in bad:

@@ -24,7 +24,7 @@ from .errors import StoreWriteError
 from .fsutil import FsyncError, failpoint, fsync_dir, mkdir
 from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file
 from .postings import Postings
-from .segment import TS, encode_segment
+from .segment import NAT, TS, date_order, encode_segment
 
 
 @dataclass
@@ -53,15 +53,26 @@ class CommitBatch:
 PARALLEL_WRITES = 2000
 
 
-def _q8_file(quantized: tuple[np.ndarray, np.ndarray]) -> memoryview:
-    q8, scale = quantized
-    table = pa.table(
+def q8_table(q8: np.ndarray, scale: np.ndarray, dates: np.ndarray) -> pa.Table:
+    """The int8 copy of a segment's embeddings as stored: rows in date order (:func:`date_order`),
+    each with its segment ``row`` and ``date``, so that the candidates of "date <= as_of" are a
+    prefix to scan, not rows spread over the whole copy."""
+    order = date_order(dates)
+    rows = np.ascontiguousarray(q8)[order]
+    return pa.table(
         {
-            "q": pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(q8).reshape(-1), pa.int8()), q8.shape[1]),
-            "scale": pa.array(scale, pa.float32()),
+            "q": pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1), pa.int8()), q8.shape[1]),
+            "scale": pa.array(scale[order], pa.float32()),
+            "row": pa.array(order, pa.int32()),
+            "date": pa.array(dates[order], pa.int64()),
         }
     )
-    return encode_table(table)
+
+
+def _q8_file(batch: "CommitBatch") -> memoryview:
+    q8, scale = batch.quantized
+    dates = np.array([NAT if d is None else d for d in batch.columns["date"]], dtype=np.int64)
+    return encode_table(q8_table(q8, scale, dates))
 
 
 def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
@@ -124,7 +135,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
             postings = pool.submit(postings_files)
             q8 = None
             if aside and batch.quantized is not None:  # after the postings, in the same thread
-                q8 = pool.submit(lambda: write_file(store, f"{stem}.q8.arrow", _q8_file(batch.quantized)))
+                q8 = pool.submit(lambda: write_file(store, f"{stem}.q8.arrow", _q8_file(batch)))
             files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
             failpoint("after_docs_fsync")
             post, index = postings.result()
@@ -148,7 +159,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                 files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
                 failpoint("after_win_fsync")
             if batch.quantized is not None:
-                ref = q8.result() if q8 is not None else write_file(store, f"{stem}.q8.arrow", _q8_file(batch.quantized))
+                ref = q8.result() if q8 is not None else write_file(store, f"{stem}.q8.arrow", _q8_file(batch))
                 files["q8"] = ref.to_json()
                 failpoint("after_q8_fsync")
         entry["first_doc"] = int(batch.columns["doc_id"][0])

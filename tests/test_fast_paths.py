@@ -30,6 +30,7 @@ from mempp.kernels import (
     Int8Query,
     masked_dot_topk,
     batch_scan,
+    identity_order,
     masked_dot_topk_q8,
     masked_dot_above_q8,
     segment_stats,
@@ -78,6 +79,11 @@ def unit_rows(rng, n, d=DIM):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def _all(n):
+    """``order, start, stop`` of a whole copy stored in row order (the portable kernels' oracle form)."""
+    return identity_order(n), 0, n
+
+
 def _stats(q8, scale):
     stats = segment_stats(q8, scale)
     rowsum, l1 = stats[:2]
@@ -111,7 +117,7 @@ def test_int8_scores_within_the_error_bound(seed, n, d, magnitude, qmag, precise
     # Both kernels (portable, and VNNI where the CPU has it) give exactly these scores.
     mask = np.ones(n, dtype=np.uint8)
     heap = TopK(n)
-    heap.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n)
+    heap.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, mask, 0, n, heap.scores, heap.ids, heap.n, *_all(n))
     ids, got = heap.result()
     assert sorted(ids.tolist()) == list(range(n))
     assert np.array_equal(got, approx[ids])
@@ -140,14 +146,14 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
     batch_scan(q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n)
     for b, prepared in enumerate(queries):
         a, v = TopK(k), TopK(k)
-        a.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, masks[b], base, k, a.scores, a.ids, a.n)
+        a.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, masks[b], base, k, a.scores, a.ids, a.n, *_all(n))
         v.n = prepared.scan(q8, scale, stats, masks[b], base, k, v.scores, v.ids, v.n)
         ra, rv = a.result(), v.result()
         assert np.array_equal(ra[0], rv[0]) and np.array_equal(ra[1], rv[1])
         # The precise (int16) query: portable and VNNI kernels agree too, and so do their threshold passes.
         fine = Int8Query(prepared.query)
         a, v = TopK(k), TopK(k)
-        a.n = masked_dot_topk_q8(q8, scale, fine.qw, fine.qscale, masks[b], base, k, a.scores, a.ids, a.n)
+        a.n = masked_dot_topk_q8(q8, scale, fine.qw, fine.qscale, masks[b], base, k, a.scores, a.ids, a.n, *_all(n))
         v.n = fine.scan(q8, scale, stats, masks[b], base, k, v.scores, v.ids, v.n)
         fa, fv = a.result(), v.result()
         assert np.array_equal(fa[0], fv[0]) and np.array_equal(fa[1], fv[1])
@@ -155,7 +161,7 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
             t = float(fa[1][-1])
             out = np.empty(n, dtype=np.int64)
             got = fine.above(q8, scale, stats, masks[b], base, t, out, 0)
-            want = masked_dot_above_q8(q8, scale, fine.qw, np.float32(fine.qscale), masks[b], base, np.float32(t), np.empty(n, dtype=np.int64), 0)
+            want = masked_dot_above_q8(q8, scale, fine.qw, np.float32(fine.qscale), masks[b], base, np.float32(t), np.empty(n, dtype=np.int64), 0, *_all(n))
             assert got == want >= min(k, len(fa[0]))
         assert len(ra[0]) == min(k, int(masks[b].sum()))
         bt = TopK(k)
@@ -191,7 +197,7 @@ def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac
         for b, q in enumerate(queries):
             if ks[b]:
                 h = want[b]
-                h.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b], base, int(ks[b]), h.scores, h.ids, h.n)
+                h.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b], base, int(ks[b]), h.scores, h.ids, h.n, *_all(n))
         base += n
     for b in range(n_q):
         got = TopK(width)
@@ -199,6 +205,88 @@ def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac
         w = want[b].result() if ks[b] else (np.zeros(0, np.int64), np.zeros(0, np.float32))
         g = got.result()
         assert np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 2500), st.sampled_from([128, 384]), st.floats(0.0, 1.0), st.integers(1, 9),
+    st.integers(1, 5), st.integers(1, 40), st.booleans(),
+)
+def test_a_copy_stored_in_date_order_scans_like_one_in_row_order(seed, n, d, frac, n_days, n_q, k, bounded):
+    """The int8 copy as the writer stores it (rows by date, ``storage.writer.q8_table``) and the
+    span of rows dated inside the query's bounds (``SegmentEntry.q8_span``): every scan gives the
+    heaps and threshold sets of the copy in row order, bit for bit (ids: the segment's rows).
+    Dates with many ties and undated rows; masks that keep only rows inside the bounds."""
+    from mempp.storage.segment import NAT
+    from mempp.storage.snapshot import SegmentEntry
+    from mempp.storage.writer import q8_table
+
+    rng = np.random.default_rng(seed)
+    emb = unit_rows(rng, n, d)
+    emb[rng.random(n) < 0.1] = emb[0]  # equal rows: ties broken by id
+    q8 = np.empty(emb.shape, dtype=np.int8)
+    scale = np.empty(n, dtype=np.float32)
+    quantize_rows(emb, q8, scale)
+    dates = rng.integers(0, n_days, n).astype(np.int64) * 86_400_000_000
+    dates[rng.random(n) < 0.1] = NAT
+    table = q8_table(q8, scale, dates)
+    entry = SegmentEntry(
+        None, None, q8=table.column("q").combine_chunks().values.to_numpy().reshape(n, d), q8_scale=table.column("scale").to_numpy(),
+        q8_order=table.column("row").to_numpy(), q8_dates=table.column("date").to_numpy(),
+    )
+    assert np.array_equal(np.sort(entry.q8_order), np.arange(n)) and np.all(entry.q8_dates[1:] >= entry.q8_dates[:-1])
+    assert np.array_equal(entry.q8[np.argsort(entry.q8_order)], q8) and np.array_equal(entry.q8_dates, dates[entry.q8_order])
+    base = int(rng.integers(0, 4))
+    lo = int(rng.integers(0, n_days)) * 86_400_000_000 if bounded and rng.random() < 0.5 else None
+    hi = int(rng.integers(0, n_days)) * 86_400_000_000 + int(rng.integers(0, 2)) if bounded else None
+    inside = np.ones(n, bool)
+    if lo is not None:
+        inside &= dates >= lo
+    if hi is not None:
+        inside &= dates <= hi
+    span = entry.q8_span(lo, hi)
+    assert span[1] - span[0] == int(inside.sum())
+    masks = np.zeros((n_q, base + n), dtype=np.uint8)
+    masks[:, base:] = (rng.random((n_q, n)) < frac) & inside
+    s_stats, r_stats = segment_stats(entry.q8, entry.q8_scale), segment_stats(q8, scale)
+
+    def heap_of(h):
+        return h.result()
+
+    for b in range(n_q):
+        query = rng.standard_normal(d).astype(np.float32)
+        for precise in (True, False):
+            prepared = Int8Query(query, precise)
+            want, got, port = TopK(k), TopK(k), TopK(k)
+            want.n = prepared.scan(q8, scale, r_stats, masks[b], base, k, want.scores, want.ids, want.n)
+            got.n = prepared.scan(entry.q8, entry.q8_scale, s_stats, masks[b], base, k, got.scores, got.ids, got.n, entry.q8_order, span)
+            port.n = masked_dot_topk_q8(
+                entry.q8, entry.q8_scale, prepared.qw, prepared.qscale, masks[b], base, k, port.scores, port.ids, port.n, entry.q8_order, *span
+            )
+            w, g, p = heap_of(want), heap_of(got), heap_of(port)
+            assert np.array_equal(w[0], g[0]) and np.array_equal(w[1], g[1])
+            assert np.array_equal(w[0], p[0]) and np.array_equal(w[1], p[1])
+            if len(w[1]):
+                t = float(w[1][-1])
+                out_w, out_g = np.empty(n, np.int64), np.empty(n, np.int64)
+                n_w = prepared.above(q8, scale, r_stats, masks[b], base, t, out_w, 0)
+                n_g = prepared.above(entry.q8, entry.q8_scale, s_stats, masks[b], base, t, out_g, 0, entry.q8_order, span)
+                assert n_w == n_g and np.array_equal(np.sort(out_g[:n_g]), out_w[:n_w])
+    # bulk scoring: the tiled kernel (where the CPU has it) and the row kernels, with and without floors
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
+    for tiled in (True, False):
+        heaps = {}
+        for name, args, order in (("rows", (q8, scale, r_stats), None), ("dates", (entry.q8, entry.q8_scale, s_stats), entry.q8_order)):
+            h = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
+            batch_scan(*args, queries, masks, base, k, *h, tiled=tiled, order=order)
+            heaps[name] = h
+        for b in range(n_q):
+            res = []
+            for h in heaps.values():
+                t = TopK(k)
+                t.scores[:], t.ids[:], t.n = h[0][b], h[1][b], int(h[2][b])
+                res.append(t.result())
+            assert np.array_equal(res[0][0], res[1][0]) and np.array_equal(res[0][1], res[1][1])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -251,7 +339,7 @@ def test_tiled_batch_scan_floors_and_samples(seed, n, frac, n_q, stride):
         assert np.array_equal(seen, (masks[:, sampled] != 0).sum(axis=1))
     for b, q in enumerate(queries):
         want = TopK(k)
-        want.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b] * sampled, 0, k, want.scores, want.ids, want.n)
+        want.n = masked_dot_topk_q8(q8, scale, q.qw, q.qscale, masks[b] * sampled, 0, k, want.scores, want.ids, want.n, *_all(n))
         got = TopK(k)
         got.scores[:], got.ids[:], got.n = samp[0][b], samp[1][b], int(samp[2][b])
         w, g = want.result(), got.result()
@@ -288,7 +376,7 @@ def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatc
     assert floors is not None and np.isfinite(floors).any()
     heaps = [np.empty((40, keeps.max()), np.float32), np.empty((40, keeps.max()), np.int64), np.zeros(40, np.int64)]
     for e in s._snap.segments:
-        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, *heaps, floors=floors)
+        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, *heaps, floors=floors, order=e.q8_order)
     rescanned = int(((heaps[2] < keeps) & np.isfinite(floors)).sum())
     assert 0 < rescanned < int(np.isfinite(floors).sum())
     table = s.query_batch(questions, qv, k=10, as_of=as_of, depth=20)
@@ -526,7 +614,7 @@ def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind
     hs, hi, hn = np.empty((n_q, width), np.float32), np.empty((n_q, width), np.int64), np.zeros(n_q, np.int64)
     eps = np.zeros(n_q)
     for e in snap.segments:
-        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn)
+        batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn, order=e.q8_order)
         eps = np.maximum(eps, prepared.error_bounds(e.q8_stats()))
     table, keep = P._embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), np.int64)

@@ -20,6 +20,7 @@ from mempp.kernels import (
     bm25_probe,
     dense_topk,
     Int8Query,
+    identity_order,
     masked_dot_topk_q8,
     segment_stats,
     quantize_rows,
@@ -157,7 +158,33 @@ def test_masked_dot_topk_int8_portable(benchmark, corpus):
 
     def run():
         heap = TopK(200)
-        heap.n = masked_dot_topk_q8(q8, scale, prepared.qw, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n)
+        heap.n = masked_dot_topk_q8(
+            q8, scale, prepared.qw, prepared.qscale, corpus["mask"], 0, 200, heap.scores, heap.ids, heap.n, identity_order(N), 0, N
+        )
+        return heap.result()
+
+    benchmark(run)
+
+
+def test_masked_dot_topk_int8_date_order(benchmark, corpus):
+    """The int8 scan of a copy stored in date order (as the writer stores it): the candidates of
+    "valid at as_of" (dated at or before it, 10% retired) are then a span of the copy, not 44% of
+    rows spread over all of it. Compare with test_masked_dot_topk_int8 (a random 44% mask)."""
+    from mempp.storage.writer import q8_table
+
+    q8, scale, _, prepared = _int8_copy(corpus)
+    rng = np.random.default_rng(2)
+    dates = rng.integers(0, 1000, N).astype(np.int64)
+    t = q8_table(q8, scale, dates)
+    sq8 = t.column("q").combine_chunks().values.to_numpy().reshape(N, -1)
+    sscale, order = t.column("scale").to_numpy(), t.column("row").to_numpy()
+    stats = segment_stats(sq8, sscale)
+    mask = ((dates <= 488) & (rng.random(N) >= 0.1)).astype(np.uint8)  # 44% of the rows, as the workload's
+    span = (0, int(np.searchsorted(t.column("date").to_numpy(), 488, side="right")))
+
+    def run():
+        heap = TopK(200)
+        heap.n = prepared.scan(sq8, sscale, stats, mask, 0, 200, heap.scores, heap.ids, heap.n, order, span)
         return heap.result()
 
     benchmark(run)

@@ -588,11 +588,13 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     heap_n = np.zeros(n_q, dtype=np.int64)
     prepared = Int8Batch.quantize(q)  # int8: half the work; the certificate absorbs the coarser bound
     counts = np.asarray(counts, dtype=np.int64)
-    floors = _scan_floors(snap, prepared, m, keeps, counts)
+    his = np.array([FOREVER if (h := date_bounds(o)[1]) is None else h for o in opts], dtype=np.int64)
+    floors = _scan_floors(snap, prepared, m, keeps, counts, his)
     eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
         batch_scan(
-            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors, order=entry.q8_order
+            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, keeps, heap_s, heap_i, heap_n, floors=floors,
+            order=entry.q8_order, stops=entry.q8_stops(his),
         )
         eps = np.maximum(eps, prepared.error_bounds(entry.q8_stats()))
     if floors is not None:
@@ -605,7 +607,8 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
             sm = np.ascontiguousarray(m[redo])
             ss, si, sn = heap_s[redo], heap_i[redo], np.zeros(len(redo), dtype=np.int64)
             for entry in snap.segments:
-                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn, order=entry.q8_order)
+                stops = entry.q8_stops(his[redo])
+                batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn, order=entry.q8_order, stops=stops)
             heap_s[redo], heap_i[redo], heap_n[redo] = ss, si, sn
     table, keep = _embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
@@ -622,7 +625,9 @@ SEED_MIN_RANK = 8  # ... from at least this many sampled rows above it (else no 
 SEED_MIN_DOCS = 4 * SEED_STRIDE * BATCH_ROWS  # smaller stores: no sample (too few blocks to sample)
 
 
-def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+def _scan_floors(
+    snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.ndarray, counts: np.ndarray, his: np.ndarray | None = None
+) -> np.ndarray | None:
     """Per query, a score floor for the int8 batch scan, from a scan of a sample of the rows; None for none.
 
     A row below its query's floor is not offered to the heap: most rows that would enter it
@@ -630,6 +635,7 @@ def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.n
     takes about ``keep * (1 + ln(n / keep))`` rows) are skipped. The floor is the sampled
     candidates' ``r``-th best score, ``r`` chosen so that about ``SEED_MARGIN x keep`` of all the
     candidates should reach it. Only a guess: the caller checks that each heap filled.
+    ``his``: each query's date bound (``date_bounds``; FOREVER for none), which limits the rows read.
     """
     if not all(tiled_scan_ok(e.q8, e.base) for e in snap.segments) or snap.n_docs < SEED_MIN_DOCS:
         return None
@@ -641,7 +647,8 @@ def _scan_floors(snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.n
     seen = np.zeros(n_q, dtype=np.int64)
     for entry in snap.segments:
         batch_scan(
-            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen, order=entry.q8_order
+            entry.q8, entry.q8_scale, entry.q8_stats(), prepared, m, entry.base, cap, ss, si, sn, stride=SEED_STRIDE, seen=seen,
+            order=entry.q8_order, stops=None if his is None else entry.q8_stops(his),
         )
     rank = (SEED_MARGIN * keeps * seen // np.maximum(counts, 1)).astype(np.int64)
     ok = (rank >= SEED_MIN_RANK) & (rank <= sn)

@@ -504,7 +504,9 @@ def _key_score(key, ubits, sbits):
 if HAS_VNNI512:
 
     @njit(cache=True, nogil=True)
-    def batch_scan_vnni512(q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen, order, permuted):
+    def batch_scan_vnni512(
+        q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen, order, permuted, mask_rows, stops
+    ):
         """:func:`batch_scan_q8` as a tiled int8 matrix product (int8 queries; ``qwords[b]``: ``qw + 128`` as
         int32 words, rows rounded up to a multiple of TILE_QUERIES with any query).
 
@@ -524,6 +526,10 @@ if HAS_VNNI512:
         ``order``: the segment row of each stored row (see :func:`masked_dot_topk_q8`); when
         ``permuted`` the mask is read per row that reaches its query's threshold (a stored
         tile's rows are not adjacent in the mask), else inside the tile, with the scores.
+        ``mask_rows[b]``: the row of ``masks`` of query ``b``. ``stops[b]``: no stored row at or
+        after it is a candidate of query ``b`` (a copy in date order, a date bound): the tile
+        tests it in registers, and tiles past the last stop of their ``TILE_QUERIES`` queries
+        are skipped (callers order queries by stop, so neighbours share their tiles).
         """
         n = q32.shape[0]
         n_q = heap_n.shape[0]
@@ -541,7 +547,7 @@ if HAS_VNNI512:
         sbits = np.empty(1, dtype=np.float32)
         ubits = sbits.view(np.uint32)
         for b in range(n_qt):
-            mrows[b] = min(b, n_q - 1)
+            mrows[b] = mask_rows[min(b, n_q - 1)]
         for b in range(n_q):
             qs32[b] = np.float32(qscales[b])
             k = ks[b]
@@ -562,15 +568,26 @@ if HAS_VNNI512:
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
         out_s = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.float32)
         out_bits = np.zeros(TILE_QUERIES, dtype=np.int32)
-        ones = np.ones((1, TILE_ROWS), dtype=np.uint8)  # the in-tile mask when the mask is read per row
-        zrows = np.zeros(n_qt, dtype=np.int64)
+        # With ``permuted`` the tile's mask is a staircase: row ``L - stops[b]`` of ``stair``
+        # (rows one byte apart) read at column g0 has ones exactly for stored rows g0 + r < stops[b].
+        span = n + TILE_ROWS
+        stair_flat = np.zeros(2 * span + TILE_ROWS, dtype=np.uint8)
+        stair_flat[:span] = 1
+        stair = stair_flat[: span + 1].reshape(span + 1, 1)  # a 2-D view; the kernel reads 16 bytes from row + column
+        srows = np.zeros(n_qt, dtype=np.int64)
+        gstop = np.zeros((n_qt + TILE_QUERIES - 1) // TILE_QUERIES, dtype=np.int64)  # last stop of each group of queries
+        for b in range(n_qt):
+            st = min(max(stops[min(b, n_q - 1)], 0), n) if ks[min(b, n_q - 1)] > 0 and b < n_q else 0
+            srows[b] = span - st
+            gstop[b // TILE_QUERIES] = max(gstop[b // TILE_QUERIES], st)
         for r0 in range(0, n, BATCH_ROWS * stride):
             r1 = min(n, r0 + BATCH_ROWS)
             if stride > 1:
                 for b in range(n_q):
                     c = 0
-                    for row in range(r0, r1):
-                        c += masks[b, base + order[row]] != 0
+                    mb = mask_rows[b]
+                    for row in range(r0, min(r1, stops[b])):
+                        c += masks[mb, base + order[row]] != 0
                     seen[b] += c
             _tile_block(q32, r0, r1, blk)
             for r in range(r1 - r0):
@@ -581,8 +598,10 @@ if HAS_VNNI512:
                 for g in range(n_groups):
                     g0 = r0 + g * TILE_ROWS
                     g1 = min(r1, g0 + TILE_ROWS)
+                    if g0 >= gstop[q0 // TILE_QUERIES]:
+                        break
                     if g1 - g0 == TILE_ROWS and permuted:
-                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, ones, zrows, 0, out_s, out_bits)
+                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
                     elif g1 - g0 == TILE_ROWS:
                         _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
                     else:  # the segment's last, partial tile: scored here
@@ -594,7 +613,7 @@ if HAS_VNNI512:
                                     dot = np.int32(np.int64(acc[j, row - g0]) - 128 * np.int64(rowsum[row]))
                                     sc = scale[row] * (qs32[q0 + j] * np.float32(dot))
                                     out_s[j, row - g0] = sc
-                                    if sc >= thr[q0 + j] and masks[q0 + j, base + order[row]] != 0:
+                                    if sc >= thr[q0 + j] and row < stops[q0 + j] and masks[mask_rows[q0 + j], base + order[row]] != 0:
                                         bits |= 1 << (row - g0)
                             out_bits[j] = bits
                     for j in range(TILE_QUERIES):
@@ -606,7 +625,7 @@ if HAS_VNNI512:
                         for r in range(TILE_ROWS):
                             if (bits >> r) & 1:
                                 gid = base + order[g0 + r]
-                                if permuted and masks[b, gid] == 0:
+                                if permuted and masks[mask_rows[b], gid] == 0:
                                     continue
                                 sbits[0] = out_s[j, r] + np.float32(0.0)  # -0.0 as 0.0: equal scores, one key order
                                 key = _key(ubits[0], gid)
@@ -770,7 +789,7 @@ def tiled_scan_ok(q8, base: int) -> bool:
 
 def batch_scan(
     q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None,
-    order=None,
+    order=None, stops=None,
 ) -> None:
     """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
     precise=False)``) over one segment, into heaps ``heap_*[b]``.
@@ -786,7 +805,9 @@ def batch_scan(
     is increased by the candidates in the blocks scanned (when ``stride > 1``).
 
     ``order``: the segment row of each stored row of ``q8`` (None: row order; see
-    :meth:`Int8Query.scan`).
+    :meth:`Int8Query.scan`). ``stops[b]``: with ``order``, no stored row at or after it is a
+    candidate of query ``b`` (``SegmentEntry.q8_stops``); the tiled kernel then skips the rows
+    past it, taking the queries in order of their stops.
     """
     permuted = order is not None
     order = identity_order(len(q8)) if order is None else order
@@ -800,10 +821,24 @@ def batch_scan(
     if tiled and tiled_scan_ok(q8, base):
         floors = np.full(n_q, -np.inf, dtype=np.float32) if floors is None else np.ascontiguousarray(floors, dtype=np.float32)
         seen = np.zeros(n_q, dtype=np.int64) if seen is None else seen
+        if stops is None or not permuted:
+            stops = np.full(n_q, len(q8), dtype=np.int64)
+        stops = np.clip(np.asarray(stops, dtype=np.int64), 0, len(q8))
+        by_stop = np.argsort(stops, kind="stable")
+        if np.all(by_stop[1:] > by_stop[:-1]):  # already in order
+            batch_scan_vnni512(
+                q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
+                floors, int(stride), seen, order, permuted, np.arange(n_q, dtype=np.int64), stops,
+            )
+            return
+        # The queries in order of their stops (heaps and per-query numbers moved with them, and back).
+        sq = Int8Batch(queries.query[by_stop], queries.qw[by_stop], queries.qscale[by_stop])
+        hs, hi, hn, sn = heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop]
         batch_scan_vnni512(
-            q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
-            floors, int(stride), seen, order, permuted,
+            q8.view(np.int32), scale, stats[0], sq.hi.view(np.int32), sq.qscale, masks, base, ks[by_stop], hs, hi, hn,
+            floors[by_stop], int(stride), sn, order, permuted, by_stop.astype(np.int64), stops[by_stop],
         )
+        heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop] = hs, hi, hn, sn
         return
     assert floors is None and stride == 1, "floors and sampling need the tiled kernel"
     if not np.all(ks == ks[0]):

@@ -67,6 +67,12 @@ class SegmentEntry:
         stop = len(dates) if hi is None else int(np.searchsorted(dates, hi, side="right"))
         return start, max(start, stop)
 
+    def q8_stops(self, hi: np.ndarray) -> np.ndarray | None:
+        """For each date bound in ``hi`` (int64 µs, inclusive), the end of the rows of q8 dated at
+        or before it (None when q8 is in row order)."""
+        dates = self.q8_dates
+        return None if dates is None else np.searchsorted(dates, hi, side="right").astype(np.int64)
+
     def norms(self, avgdl: float, k1: float, b: float) -> np.ndarray:
         """BM25 length norms of this segment's rows for the store-wide ``avgdl`` (cached)."""
         from mempp.kernels import bm25_norms

@@ -79,6 +79,13 @@ def unit_rows(rng, n, d=DIM):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def _heap(h, b, k):
+    """Heap ``b`` of batch heaps ``h = [scores, ids, fills]`` as (ids, scores), best first."""
+    t = TopK(k)
+    t.scores[:], t.ids[:], t.n = h[0][b], h[1][b], int(h[2][b])
+    return t.result()
+
+
 def _all(n):
     """``order, start, stop`` of a whole copy stored in row order (the portable kernels' oracle form)."""
     return identity_order(n), 0, n
@@ -250,9 +257,6 @@ def test_a_copy_stored_in_date_order_scans_like_one_in_row_order(seed, n, d, fra
     masks[:, base:] = (rng.random((n_q, n)) < frac) & inside
     s_stats, r_stats = segment_stats(entry.q8, entry.q8_scale), segment_stats(q8, scale)
 
-    def heap_of(h):
-        return h.result()
-
     for b in range(n_q):
         query = rng.standard_normal(d).astype(np.float32)
         for precise in (True, False):
@@ -263,7 +267,7 @@ def test_a_copy_stored_in_date_order_scans_like_one_in_row_order(seed, n, d, fra
             port.n = masked_dot_topk_q8(
                 entry.q8, entry.q8_scale, prepared.qw, prepared.qscale, masks[b], base, k, port.scores, port.ids, port.n, entry.q8_order, *span
             )
-            w, g, p = heap_of(want), heap_of(got), heap_of(port)
+            w, g, p = want.result(), got.result(), port.result()
             assert np.array_equal(w[0], g[0]) and np.array_equal(w[1], g[1])
             assert np.array_equal(w[0], p[0]) and np.array_equal(w[1], p[1])
             if len(w[1]):
@@ -272,21 +276,43 @@ def test_a_copy_stored_in_date_order_scans_like_one_in_row_order(seed, n, d, fra
                 n_w = prepared.above(q8, scale, r_stats, masks[b], base, t, out_w, 0)
                 n_g = prepared.above(entry.q8, entry.q8_scale, s_stats, masks[b], base, t, out_g, 0, entry.q8_order, span)
                 assert n_w == n_g and np.array_equal(np.sort(out_g[:n_g]), out_w[:n_w])
-    # bulk scoring: the tiled kernel (where the CPU has it) and the row kernels, with and without floors
-    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_q)]
-    for tiled in (True, False):
-        heaps = {}
-        for name, args, order in (("rows", (q8, scale, r_stats), None), ("dates", (entry.q8, entry.q8_scale, s_stats), entry.q8_order)):
-            h = [np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)]
-            batch_scan(*args, queries, masks, base, k, *h, tiled=tiled, order=order)
-            heaps[name] = h
-        for b in range(n_q):
-            res = []
-            for h in heaps.values():
-                t = TopK(k)
-                t.scores[:], t.ids[:], t.n = h[0][b], h[1][b], int(h[2][b])
-                res.append(t.result())
-            assert np.array_equal(res[0][0], res[1][0]) and np.array_equal(res[0][1], res[1][1])
+    # Bulk scoring: the tiled kernel (where the CPU has it) and the row kernels. Each query its
+    # own date bound (its stop: the rows after it are skipped, the queries taken in order of
+    # stops), mask and capacity; in date order, a sample of blocks counts the same candidates.
+    from mempp.kernels.int8dot import BATCH_ROWS
+
+    n_b = n_q + 9
+    his = np.where(rng.random(n_b) < 0.2, np.iinfo(np.int64).max, rng.integers(0, n_days, n_b) * 86_400_000_000)
+    bmasks = np.zeros((n_b, base + n), dtype=np.uint8)
+    bmasks[:, base:] = (rng.random((n_b, n)) < frac) & (dates[None, :] <= his[:, None])
+    stops = entry.q8_stops(his)
+    assert np.array_equal(stops, [int((dates <= h).sum()) for h in his])
+    queries = [Int8Query(rng.standard_normal(d).astype(np.float32), precise=False) for _ in range(n_b)]
+    ks = rng.integers(0, k + 1, n_b)
+    for tiled, kk in ((True, ks), (False, k)):
+        heaps = []
+        for args, order in (((q8, scale, r_stats), None), ((entry.q8, entry.q8_scale, s_stats), entry.q8_order)):
+            h = [np.zeros((n_b, k), np.float32), np.zeros((n_b, k), np.int64), np.zeros(n_b, np.int64)]
+            batch_scan(*args, queries, bmasks, base, kk, *h, tiled=tiled, order=order, stops=None if order is None else stops)
+            heaps.append(h)
+        for bq in range(n_b):
+            (wi, ws), (gi, gs) = (_heap(h, bq, k) for h in heaps)
+            assert np.array_equal(wi, gi) and np.array_equal(ws, gs)
+    if mempp.kernels.int8dot.tiled_scan_ok(entry.q8, base):
+        stride = 2
+        h = [np.zeros((n_b, k), np.float32), np.zeros((n_b, k), np.int64), np.zeros(n_b, np.int64)]
+        seen = np.zeros(n_b, np.int64)
+        batch_scan(entry.q8, entry.q8_scale, s_stats, queries, bmasks, base, k, *h, order=entry.q8_order, stops=stops, stride=stride, seen=seen)
+        docs = base + entry.q8_order[np.concatenate([np.arange(r0, min(n, r0 + BATCH_ROWS)) for r0 in range(0, n, BATCH_ROWS * stride)])]
+        assert np.array_equal(seen, (bmasks[:, docs] != 0).sum(axis=1))
+        for bq, q in enumerate(queries):
+            only = np.zeros_like(bmasks[bq])
+            only[docs] = bmasks[bq, docs]
+            want = TopK(k)
+            want.n = masked_dot_topk_q8(entry.q8, entry.q8_scale, q.qw, q.qscale, only, base, k, want.scores, want.ids, want.n, entry.q8_order, 0, n)
+            wi, ws = want.result()
+            gi, gs = _heap(h, bq, k)
+            assert np.array_equal(wi, gi) and np.array_equal(ws, gs)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

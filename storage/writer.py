@@ -71,7 +71,7 @@ def q8_table(q8: np.ndarray, scale: np.ndarray, dates: np.ndarray) -> pa.Table:
 
 def _q8_file(batch: "CommitBatch") -> memoryview:
     q8, scale = batch.quantized
-    dates = np.array([NAT if d is None else d for d in batch.columns["date"]], dtype=np.int64)
+    dates = pa.array(batch.columns["date"], pa.int64()).fill_null(NAT).to_numpy()  # µs, NAT when undated
     return encode_table(q8_table(q8, scale, dates))
 
 

@@ -213,6 +213,23 @@ def keep_dates(mask, lo, hi, d_order, d_days, d_us, out):
 
 
 @njit(cache=True, nogil=True)
+def valid_by_rule(dates, valid_until, nat, t, out):
+    """``out[i] = dates[i] <= t < valid_until[i]`` (undated, ``nat``: 0) in one pass over both
+    arrays: the mask without a :class:`ValidIndex` (16 bytes read per document)."""
+    for i in range(dates.shape[0]):
+        d = dates[i]
+        out[i] = (d != nat) & (d <= t) & (t < valid_until[i])
+
+
+@njit(cache=True, nogil=True)
+def keep_dates_by_rule(mask, dates, nat, lo, hi, out):
+    """:func:`keep_dates` in one pass over the dates, without a :class:`ValidIndex`."""
+    for i in range(mask.shape[0]):
+        d = dates[i]
+        out[i] = mask[i] & (d != nat) & (d >= lo) & (d <= hi)
+
+
+@njit(cache=True, nogil=True)
 def keep_ids(mask, ids, out):
     """``out = mask & (document in ids)``: for a rare facet value (``ids`` from its bitmap)."""
     out[: mask.shape[0]] = 0

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -37,6 +38,7 @@ from mempp.kernels import (
     quantize_rows,
 )
 
+from mempp.kernels.masks import keep_dates_by_rule, valid_by_rule
 from test_kernels import K1, B, SETTINGS, bm25_cases, build_postings, run_bm25
 
 DIM = 16
@@ -692,6 +694,9 @@ def test_valid_mask_kernel_matches_the_rule(docs, ts, every):
         rows = np.full((3, len(docs)), 7, dtype=np.uint8)  # bulk scoring writes one row per query
         vi.mask(t, rows[1])
         assert rows[1].astype(bool).tolist() == want and (rows[[0, 2]] == 7).all()
+        plain = np.empty(len(docs), dtype=np.uint8)  # the pass over the dates, before the index is built
+        valid_by_rule(dates, until, np.int64(NAT), np.int64(t), plain)
+        assert plain.astype(bool).tolist() == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -706,6 +711,45 @@ def test_date_range_kernel_matches_the_rule(docs, t, lo, hi, now):
     base = (until == FOREVER).view(np.uint8) if now else vi.mask(t)
     got = vi.keep_dates(base, lo, hi).astype(bool).tolist()
     assert got == [bool(b) and d != NAT and lo <= d <= hi for b, d in zip(base.tolist(), dates.tolist())]
+    plain = np.empty(len(docs), dtype=np.uint8)
+    keep_dates_by_rule(base, dates, np.int64(NAT), np.int64(lo), np.int64(hi), plain)
+    assert plain.astype(bool).tolist() == got
+
+
+def test_large_snapshots_answer_dated_queries_while_the_valid_index_builds(tmp_path, monkeypatch):
+    """From BACKGROUND_INDEX_DOCS documents, the first dated query starts the ValidIndex's build in
+    a thread and takes its mask from the plain rule meanwhile: the same masks and the same
+    answers before and after the index exists."""
+    rng = np.random.default_rng(5)
+    n = 600
+    emb = unit_rows(rng, n, DIM)
+    s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM))
+    days = rng.integers(0, 400, n)
+    docs = [
+        {"id": f"k{i % 450}", "text": f"w{i % 13} w{i % 7} report", "author": f"a{i % 5}", "date": str(np.datetime64("2022-01-01") + int(d))}
+        for i, d in enumerate(days)
+    ]
+    s.add(docs, embeddings=emb)  # repeated keys: supersessions, so retirement matters
+    monkeypatch.setattr(P, "BACKGROUND_INDEX_DOCS", 1)
+    snap = s._snap
+    assert (snap.valid_until != mempp.storage.FOREVER).sum() > 50 and "_valid_index" not in snap.__dict__
+    opts = [
+        P.QueryOptions(k=10, as_of=int((np.datetime64("2022-01-01") + int(t)).astype("datetime64[us]").astype(np.int64)) + h)
+        for t, h in zip(rng.integers(-5, 420, 12), rng.integers(0, 86_400 * 10**6, 12))
+    ]
+    opts += [dataclasses.replace(opts[0], date_from=opts[1].as_of - 90 * 86_400 * 10**6, date_to=opts[1].as_of)]
+    before = [P.candidate_mask(snap, o).copy() for o in opts]
+    builder = snap.__dict__["_valid_index_build"]
+    builder.join(timeout=60)
+    assert not builder.is_alive() and snap.__dict__.get("_valid_index") is not None
+    after = [P.candidate_mask(snap, o) for o in opts]
+    for o, a, b in zip(opts, before, after):
+        d, u = snap.dates, snap.valid_until
+        want = (d != mempp.storage.NAT) & (d <= o.as_of) & (u > o.as_of)
+        if o.date_from is not None:
+            want &= (d >= o.date_from) & (d <= o.date_to)
+        assert np.array_equal(a.astype(bool), want) and np.array_equal(b.astype(bool), want)
+    s.close()
 
 
 @settings(max_examples=100, deadline=None)

@@ -45,7 +45,6 @@ class Row:
     meta: str | None  # JSON, verbatim caller fields
     supersedes: tuple[str, ...]
     fingerprint: int
-    embedding: np.ndarray | None = None
 
 
 _UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.split()) would change
@@ -166,7 +165,7 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | None) -> tu
                         us = dates[when] = _date(when, i, key)
                 else:
                     us = _date(when, i, key)
-                row = Row(i, key, text, author, us, None, None, None, None, (), 0, None if emb is None else emb[i])
+                row = Row(i, key, text, author, us, None, None, None, None, (), 0)
                 append(row)
                 plain.append(row)
                 continue
@@ -215,7 +214,6 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | None) -> tu
                 meta=meta_json,
                 supersedes=tuple(str(s) for s in sup),
                 fingerprint=fingerprint(strings["author"], text),
-                embedding=None if emb is None else emb[i],
                 **strings,
             )
         )

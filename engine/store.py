@@ -534,10 +534,7 @@ class Store:
                 quantized_all = None
         else:
             emb = np.empty((n, self.dim), dtype=np.float32)
-            todo = [i for i, r in enumerate(rows) if r.embedding is None]
-            for i, r in enumerate(rows):
-                if r.embedding is not None:
-                    emb[i] = r.embedding
+            todo = list(range(n))  # no embeddings supplied: the embedder makes every row's
         win_rows = win_emb = None
         if todo:
             texts = [

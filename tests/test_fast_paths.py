@@ -773,3 +773,39 @@ def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
     # the tag leg takes the same two paths, by author code
     codes = [facet.index[v] for v in wanted if v in facet.index]
     assert tag_leg(types.SimpleNamespace(authors=facet), codes, mask).tolist() == [i for i, w in enumerate(want) if w]
+
+
+def test_a_store_whose_int8_copy_is_in_row_order_answers_the_same(tmp_path, monkeypatch):
+    """Stores written before the copy was kept in date order have no order column: they are
+    scanned whole, in row order, and answer exactly as a store with the date-ordered copy
+    (single queries at dates and now, a date range, bulk scoring)."""
+    import pyarrow as pa
+
+    import mempp.storage.writer as W
+
+    rng = np.random.default_rng(4)
+    n = 1100
+    emb = unit_rows(rng, n, 128)
+    texts = [f"w{i % 11} w{i % 17} note" for i in range(n)]
+    dated = _store(tmp_path / "dated", emb, texts, "int8")
+
+    def row_order(q8, scale, dates):  # the layout of older stores
+        return pa.table({"q": pa.FixedSizeListArray.from_arrays(pa.array(q8.reshape(-1), pa.int8()), q8.shape[1]), "scale": pa.array(scale, pa.float32())})
+
+    monkeypatch.setattr(W, "q8_table", row_order)
+    old = _store(tmp_path / "old", emb, texts, "int8")
+    assert all(e.q8_order is None for e in old._snap.segments)
+    assert all(e.q8_order is not None and not np.array_equal(e.q8_order, np.arange(len(e.q8))) for e in dated._snap.segments)
+    qv = unit_rows(rng, 12, 128)
+    days = [f"2023-01-{1 + int(d):02d}" for d in rng.integers(0, 28, 12)]
+    for i in range(12):
+        kw = dict(embedding=qv[i], k=10, vector_index="exact")
+        for extra in ({"as_of": days[i]}, {}, {"as_of": days[i], "date_from": "2023-01-05"}):
+            a = [(h.doc_id, h.score) for h in old.query(texts[i], **kw, **extra)]
+            b = [(h.doc_id, h.score) for h in dated.query(texts[i], **kw, **extra)]
+            assert a == b
+    ta = old.query_batch(texts[:12], qv, k=10, as_of=days)
+    tb = dated.query_batch(texts[:12], qv, k=10, as_of=days)
+    assert ta.column("doc_id").to_pylist() == tb.column("doc_id").to_pylist()
+    old.close()
+    dated.close()

@@ -231,7 +231,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         lo, hi = P.date_bounds(opt)
         spans = [(e, e.q8_span(lo, hi) or (0, len(e.q8))) for e in snap.segments if e.q8 is not None]
         prepared = Int8Query(qemb[q])
-        keep = max(P.RESCORE * 50, 150, int(np.count_nonzero(mask)) // P.KEEP_PER_CANDIDATES)  # as the leg keeps
+        keep = P.int8_keep(opt.depth, int(np.count_nonzero(mask)))  # as the leg keeps
         t = time.perf_counter()
         heap = TopK(keep)
         for e, span in spans:

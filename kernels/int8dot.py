@@ -825,20 +825,16 @@ def batch_scan(
             stops = np.full(n_q, len(q8), dtype=np.int64)
         stops = np.clip(np.asarray(stops, dtype=np.int64), 0, len(q8))
         by_stop = np.argsort(stops, kind="stable")
-        if np.all(by_stop[1:] > by_stop[:-1]):  # already in order
-            batch_scan_vnni512(
-                q8.view(np.int32), scale, stats[0], queries.hi.view(np.int32), queries.qscale, masks, base, ks, heap_s, heap_i, heap_n,
-                floors, int(stride), seen, order, permuted, np.arange(n_q, dtype=np.int64), stops,
-            )
-            return
-        # The queries in order of their stops (heaps and per-query numbers moved with them, and back).
-        sq = Int8Batch(queries.query[by_stop], queries.qw[by_stop], queries.qscale[by_stop])
-        hs, hi, hn, sn = heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop]
+        moved = not np.all(by_stop[1:] > by_stop[:-1])
+        # The queries in order of their stops: heaps and per-query numbers move with them, and back.
+        sq = Int8Batch(queries.query[by_stop], queries.qw[by_stop], queries.qscale[by_stop]) if moved else queries
+        hs, hi, hn, sn = (heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop]) if moved else (heap_s, heap_i, heap_n, seen)
         batch_scan_vnni512(
             q8.view(np.int32), scale, stats[0], sq.hi.view(np.int32), sq.qscale, masks, base, ks[by_stop], hs, hi, hn,
             floors[by_stop], int(stride), sn, order, permuted, by_stop.astype(np.int64), stops[by_stop],
         )
-        heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop] = hs, hi, hn, sn
+        if moved:
+            heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop] = hs, hi, hn, sn
         return
     assert floors is None and stride == 1, "floors and sampling need the tiled kernel"
     if not np.all(ks == ks[0]):

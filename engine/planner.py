@@ -143,7 +143,7 @@ BACKGROUND_INDEX_DOCS = 200_000  # from this many documents, the first dated que
 
 
 def valid_index(snap: Snapshot, wait: bool = True) -> ValidIndex | None:
-    """The snapshot's :class:`ValidIndex` (built once, under a lock).
+    """The snapshot's :class:`ValidIndex` (built once, under the snapshot's lock).
 
     ``wait=False``: on a snapshot of ``BACKGROUND_INDEX_DOCS`` or more, None while it is not
     built yet, its build started in a background thread (60 ms at 1M documents, where one
@@ -159,7 +159,9 @@ def valid_index(snap: Snapshot, wait: bool = True) -> ValidIndex | None:
                 snap.__dict__["_valid_index_build"] = builder
                 builder.start()
         return snap.__dict__.get("_valid_index")
-    with _BUILD_LOCK:
+    with _START_LOCK:
+        lock = snap.__dict__.setdefault("_valid_index_lock", threading.Lock())
+    with lock:  # one per snapshot: an older version's build in the background does not hold up this one's
         vi = snap.__dict__.get("_valid_index")
         if vi is None:
             vi = snap.__dict__["_valid_index"] = ValidIndex(snap.dates, snap.valid_until, NAT, FOREVER)
@@ -173,7 +175,6 @@ def _build_quietly(snap: Snapshot) -> None:
         pass
 
 
-_BUILD_LOCK = threading.Lock()
 _START_LOCK = threading.Lock()
 
 

@@ -365,6 +365,18 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
     return best
 
 
+@njit(cache=True, inline="always")
+def _holds_any(docs, starts, ends, terms, s, row):
+    """Whether segment ``s``'s ``row`` holds any of ``terms`` (a search in each one's run)."""
+    for x in range(terms.shape[0]):
+        t = terms[x]
+        e = ends[t, s]
+        p = _seek(docs, starts[t, s], e, row)
+        if p < e and docs[p] == row:
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scores, stats, fscratch, iscratch):
     """Best ``k`` masked documents by BM25 over all segments into ``out_*`` (best first); return how many.
@@ -376,6 +388,67 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     :func:`scratch_size`: the caller's buffers (allocating them per call costs page faults);
     ``fscratch[:2 * WINDOW]`` must be all zero and is left so.
 
+    Two passes of :func:`_maxscore_pass` when the query has both rare terms (each in at most
+    ``SEED_SHARE`` of the documents) and common ones: first the documents holding a rare term,
+    enumerated from the rare terms' postings alone and scored in full, whose k-th best score
+    is then the threshold of the second pass, over the common terms only, for the documents
+    holding none of the rare terms. A top ``k`` usually lies among the documents with a rare
+    term, so the second pass starts with the threshold near its final value and reads few or
+    none of the common terms' long postings (enumerated from the start, with a threshold that
+    rises only as the windows go by, they are what costs most at a depth of 50). Each document
+    is offered once, with its full score: the same top ``k`` as one pass.
+    """
+    nt = weights.shape[0]
+    stats[0] = 0
+    stats[1] = 0
+    stats[2] = 0
+    if nt == 0 or k <= 0:
+        return 0
+    if fscratch.shape[0] < 2 * WINDOW + 4 * CAND or iscratch.shape[0] < 2 * WINDOW + 4 * CAND:
+        raise ValueError("lex_topk: scratch buffers shorter than scratch_size()")
+    # Terms by increasing bound: position j of `order` is term order[j].
+    ub = np.empty(nt, dtype=np.float64)
+    for t in range(nt):
+        ub[t] = weights[t] * (k1 + 1.0)
+    order = np.argsort(ub, kind="mergesort")
+    w = np.empty(nt, dtype=np.float64)
+    for j in range(nt):
+        w[j] = weights[order[j]]
+    n_docs = 0
+    for s in range(table.shape[0]):
+        n_docs += table[s, N_ROWS]
+    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats)  # -1: admit everything
+    # The rare terms: the last of `order` (the rarer a term, the higher its bound).
+    common = nt
+    while common > 0:
+        df = 0
+        for s in range(table.shape[0]):
+            df += ends[order[common - 1], s] - starts[order[common - 1], s]
+        if df > SEED_SHARE * n_docs:
+            break
+        common -= 1
+    hs = np.empty(k, dtype=np.float64)  # the result heap: full scores
+    hi = np.empty(k, dtype=np.int64)
+    none = np.empty(0, dtype=np.int64)
+    if common == 0 or common == nt:
+        n = _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, 0, none, hs, hi, 0, stats, fscratch, iscratch)
+    else:
+        n = _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, common, none, hs, hi, 0, stats, fscratch, iscratch)
+        n = _maxscore_pass(
+            table, starts, ends, slots, order[:common], w[:common], k1, mask, k, theta, 0, order[common:], hs, hi, n, stats, fscratch,
+            iscratch,
+        )
+    return heap_sorted(hs, hi, n, out_scores, out_ids)
+
+
+@njit(cache=True, nogil=True)
+def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, ness_floor, excl, hs, hi, n, stats, fscratch, iscratch):
+    """One MaxScore enumeration over the terms ``order`` (by increasing bound; ``w``: their idfs), offering to the heap ``hs``/``hi`` (``n`` filled); returns its new fill.
+
+    ``theta``: a score the k-th best document reaches for sure. Terms ``order[:ness_floor]`` are
+    never essential (documents holding none of the others are not enumerated); documents
+    holding any of the terms ``excl`` are not offered.
+
     Enumeration: the essential terms' postings are read a window of ``WINDOW`` rows at a time
     (one term alone: straight from its postings; several: added up in a small buffer, no
     merge of cursors). A masked document whose partial score plus the non-essential bounds
@@ -385,40 +458,23 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     too, and the essential set shrinks as it rises. Completion, at the end of a segment (or
     when the candidates fill their buffer): candidates still able to reach the threshold are
     completed in row order by a search in the non-essential terms' postings and offered to
-    the heap, whose k-th best score raises the threshold further. The threshold starts at
-    :func:`_seed_threshold`.
+    the heap, whose k-th best score raises the threshold further.
     """
-    nt = weights.shape[0]
+    nt = order.shape[0]
     n_seg = table.shape[0]
-    stats[0] = 0
-    stats[1] = 0
-    stats[2] = 0
-    if nt == 0 or k <= 0:
-        return 0
-    # Terms by increasing bound: position j of `order` is term order[j].
-    ub = np.empty(nt, dtype=np.float64)
-    for t in range(nt):
-        ub[t] = weights[t] * (k1 + 1.0)
-    order = np.argsort(ub, kind="mergesort")
-    w = np.empty(nt, dtype=np.float64)
+    n_excl = excl.shape[0]
+    if n == k and hs[0] > theta:
+        theta = hs[0]
     prefix = np.empty(nt + 1, dtype=np.float64)  # prefix[j]: bound on what terms order[:j] add together
     prefix[0] = 0.0
     for j in range(nt):
-        w[j] = weights[order[j]]
-        prefix[j + 1] = prefix[j] + ub[order[j]]
+        prefix[j + 1] = prefix[j] + w[j] * (k1 + 1.0)
     for j in range(nt + 1):
         prefix[j] = prefix[j] * (1.0 + BOUND_MARGIN)
     k1p = k1 + 1.0
-    n_docs = 0
-    for s in range(n_seg):
-        n_docs += table[s, N_ROWS]
-    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats)  # -1: admit everything
-    ness = 0  # terms order[:ness] are non-essential
+    ness = min(ness_floor, nt)  # terms order[:ness] are non-essential
     while ness < nt and prefix[ness + 1] < theta:
         ness += 1
-    hs = np.empty(k, dtype=np.float64)  # the result heap: full scores
-    hi = np.empty(k, dtype=np.int64)
-    n = 0
     ps = np.empty(k, dtype=np.float64)  # the best k partial scores
     pi = np.empty(k, dtype=np.int64)
     pn = 0
@@ -426,8 +482,6 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     end = np.empty(nt, dtype=np.int64)
     first = np.empty(nt, dtype=np.int64)
     slot = np.empty(nt, dtype=np.int64)
-    if fscratch.shape[0] < 2 * WINDOW + 4 * CAND or iscratch.shape[0] < 2 * WINDOW + 4 * CAND:
-        raise ValueError("lex_topk: scratch buffers shorter than scratch_size()")
     buf = fscratch[:WINDOW]  # per window row: the bound from tf alone, then -1 for a survivor
     ex = fscratch[WINDOW : 2 * WINDOW]  # per surviving window row: the exact partial score
     c_part = fscratch[2 * WINDOW : 2 * WINDOW + CAND]
@@ -621,15 +675,17 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
                     completed += 1
                     g = base + l_row[x]
                     if n < k or score > hs[0] or (score == hs[0] and g > hi[0]):
+                        if n_excl and _holds_any(docs, starts, ends, excl, s, l_row[x]):
+                            continue  # holds a rare term: the first pass offered it with its full score
                         n = heap_push(hs, hi, n, k, score, g)
                         if n == k and hs[0] > theta:
                             theta = hs[0]
                 nc = 0
                 while ness < nt and prefix[ness + 1] < theta:
                     ness += 1
-    stats[0] = read
-    stats[1] = completed
-    return heap_sorted(hs, hi, n, out_scores, out_ids)
+    stats[0] += read
+    stats[1] += completed
+    return n
 
 
 @njit(cache=True, nogil=True)

@@ -145,6 +145,30 @@ def test_lex_topk_prunes_and_stays_exact(seed, k, n_query, share, bitsets):
     check(docs, query, mask, k, bitsets=bitsets)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_lex_topk_two_passes_when_the_best_lack_the_rare_term(seed, k):
+    """A rare term (under SEED_SHARE of the documents) and common ones: the first pass scores the
+    documents holding the rare term, the second the others. Here short documents full of the
+    common terms outscore most holders of the rare term, and many holders of it hold the common
+    terms too (the second pass must not offer them again, with a partial score)."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for size in (300, 220):
+        seg = []
+        for _ in range(size):
+            toks = [0] * int(rng.integers(0, 6)) + [1] * int(rng.integers(0, 4)) + [3] * int(rng.integers(0, 30))
+            if rng.random() < 0.04:  # the rare term, in long documents
+                toks += [2] + [3] * 40
+            seg.append(toks)
+        docs.append(seg)
+    n = sum(len(seg) for seg in docs)
+    assert sum(2 in toks for seg in docs for toks in seg) <= n / 16
+    mask = (rng.random(n) < 0.8).tolist()
+    check(docs, [0, 1, 2], mask, k)
+    check(docs, [2, 0], mask, k, bitsets=False)
+
+
 def test_lex_topk_ties_go_to_the_later_document():
     # identical documents 0, 2, 3 (same terms, same length): exact ties, higher id first
     docs = [[[0, 1], [2, 2]], [[0, 1], [1, 0], [1]]]

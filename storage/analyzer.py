@@ -158,9 +158,16 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """Index terms of ``text`` in order (with repeats)."""
-        text = unicodedata.normalize("NFKC", text).casefold()
-        text = _POSSESSIVE.sub("", text)
-        text = _APOS.sub("", text)
+        if text.isascii():
+            # ASCII is its own NFKC form, its case folding is lowering, and its only apostrophes
+            # are ' and `: a question usually has none, and skips both substitutions.
+            text = text.lower()
+            if "'" in text or "`" in text:
+                text = _APOS.sub("", _POSSESSIVE.sub("", text))
+        else:
+            text = unicodedata.normalize("NFKC", text).casefold()
+            text = _POSSESSIVE.sub("", text)
+            text = _APOS.sub("", text)
         toks = _TOKEN.findall(text)
         if self.stopwords:
             toks = [t for t in toks if t not in STOPWORDS]

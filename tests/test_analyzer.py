@@ -36,6 +36,24 @@ def test_batch_terms_equal_per_text_terms(texts, stopwords, stemmed):
     assert list(ids) == seen
 
 
+def _terms_by_the_general_rules(a: Analyzer, text: str) -> list[str]:
+    """What :meth:`Analyzer.terms` does with any text (its ASCII shortcut must agree)."""
+    import unicodedata
+
+    from mempp.storage.analyzer import _APOS, _POSSESSIVE, _TOKEN, STOPWORDS
+
+    text = _APOS.sub("", _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold()))
+    toks = [t for t in _TOKEN.findall(text) if not a.stopwords or t not in STOPWORDS]
+    return [stem(t) for t in toks] if a.stem else toks
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=40) | st.sampled_from(["Caroline's w3", "don`t W12's", "It's 9.5's"]))
+def test_ascii_questions_get_the_general_rules_terms(text):
+    for a in (Analyzer(), Analyzer(stem=False, stopwords=False)):
+        assert a.terms(text) == _terms_by_the_general_rules(a, text)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     st.text(alphabet="abcdefghijklmnopqrstuvwxyzéüßy", min_size=0, max_size=12),  # tokens hold no apostrophe

@@ -51,4 +51,6 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert s["lexical_k10_equal_numpy_oracle"] == 40
     assert s["vector_recall10_vs_float32"] == 1.0
     assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
-    assert "| 3,000 | hybrid |" in capsys.readouterr().out
+    assert s["lexical_alone"]["p50_ms"] > 0
+    printed = capsys.readouterr().out
+    assert "| 3,000 | hybrid |" in printed and "| 3,000 | lexical_alone |" in printed

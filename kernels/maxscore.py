@@ -307,7 +307,7 @@ def _tf_floor(wj, k1p, nmin, rest, theta):
     return hi
 
 
-SEED_SHARE = 1 / 16  # terms held by at most this share of the documents seed the threshold
+SEED_SHARE = 1 / 16  # terms held by at most this share of the documents are rare: lex_topk enumerates them first
 
 
 @njit(cache=True, nogil=True)
@@ -417,7 +417,6 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     n_docs = 0
     for s in range(table.shape[0]):
         n_docs += table[s, N_ROWS]
-    theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats)  # -1: admit everything
     # The rare terms: the last of `order` (the rarer a term, the higher its bound).
     common = nt
     while common > 0:
@@ -431,11 +430,16 @@ def lex_topk(table, starts, ends, slots, weights, k1, mask, k, out_ids, out_scor
     hi = np.empty(k, dtype=np.int64)
     none = np.empty(0, dtype=np.int64)
     if common == 0 or common == nt:
+        # One pass. When every term is rare, from the best k-th single-term contribution (-1 when
+        # none has k masked documents: admit everything until the heap fills).
+        theta = _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats) if common == 0 else -1.0
         n = _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, 0, none, hs, hi, 0, stats, fscratch, iscratch)
     else:
-        n = _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, common, none, hs, hi, 0, stats, fscratch, iscratch)
+        # No seed here: the first pass's partial scores raise the threshold about as soon, without
+        # reading the rare terms' postings twice (measured: 15% of the leg at depth 50).
+        n = _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, -1.0, common, none, hs, hi, 0, stats, fscratch, iscratch)
         n = _maxscore_pass(
-            table, starts, ends, slots, order[:common], w[:common], k1, mask, k, theta, 0, order[common:], hs, hi, n, stats, fscratch,
+            table, starts, ends, slots, order[:common], w[:common], k1, mask, k, -1.0, 0, order[common:], hs, hi, n, stats, fscratch,
             iscratch,
         )
     return heap_sorted(hs, hi, n, out_scores, out_ids)

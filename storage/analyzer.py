@@ -158,16 +158,11 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """Index terms of ``text`` in order (with repeats)."""
-        if text.isascii():
-            # ASCII is its own NFKC form, its case folding is lowering, and its only apostrophes
-            # are ' and `: a question usually has none, and skips both substitutions.
-            text = text.lower()
-            if "'" in text or "`" in text:
-                text = _APOS.sub("", _POSSESSIVE.sub("", text))
-        else:
-            text = unicodedata.normalize("NFKC", text).casefold()
-            text = _POSSESSIVE.sub("", text)
-            text = _APOS.sub("", text)
+        # ASCII is its own NFKC form and its case folding is lowering; text without an apostrophe
+        # (most questions) skips both substitutions, which only remove apostrophes and what follows one.
+        text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+        if "'" in text or "\u2019" in text or "\u2018" in text or "`" in text:
+            text = _APOS.sub("", _POSSESSIVE.sub("", text))
         toks = _TOKEN.findall(text)
         if self.stopwords:
             toks = [t for t in toks if t not in STOPWORDS]

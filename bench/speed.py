@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 DAY_US = 86_400 * 10**6
+LEXICAL_ROWS = ("lexical", "lexical_k10", "lexical_alone")  # the session's lexical timings, each compared with bm25s
 
 
 def _ms(samples: list[float]) -> dict[str, float]:
@@ -389,26 +390,20 @@ def table(report: dict[str, Any]) -> str:
         warm = f" (the process's first add, {b['warmup_docs']:,} documents into a scratch store, took {b['warmup_add_s']} s: with it, {b['ingest_docs_per_s_with_warmup']:,.0f} docs/s)" if "warmup_add_s" in b else ""
         lines.append(f"| {n} | ingest, embeddings supplied | | | | {b['ingest_docs_per_s']:,.0f} docs/s{warm}{ann_b} |")
         lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB |")
-        for leg in ("mask", "lexical", "lexical_k10", "lexical_alone", "vector", "hybrid"):
+        for leg in ("mask", *LEXICAL_ROWS, "vector", "hybrid"):
             x = s.get(leg)
             if x is None:
                 continue
             note = ""
             if leg == "lexical":
                 note = f"depth 50; top 10 = numpy oracle in {s['lexical_top10_equal_numpy_oracle']}/{s['checked_queries']}"
-                p = r.get("ratios", {}).get("lexical_vs_bm25s")
-                if p:
-                    note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
             if leg == "lexical_k10":
                 note = f"depth 10, as bm25s is asked; = numpy oracle in {s.get('lexical_k10_equal_numpy_oracle')}/{s['checked_queries']}"
-                p = r.get("ratios", {}).get("lexical_k10_vs_bm25s")
-                if p:
-                    note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
             if leg == "lexical_alone":
                 note = "mask + lexical leg at depth 50, query after query with no other leg between, as the peers are timed (their mask inside the timing too)"
-                p = r.get("ratios", {}).get("lexical_alone_vs_bm25s")
-                if p:
-                    note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
+            p = r.get("ratios", {}).get(f"{leg}_vs_bm25s")
+            if p:
+                note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
             if leg == "vector":
                 note = f"recall@10 vs float32 {s['vector_recall10_vs_float32']}; {r.get('vector_gbs', '')} GB/s effective of {report['membw_gbs']} GB/s"
             if leg == "vector":
@@ -493,14 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run["peers"] = peers
                 ratios = {}
                 bm = _peer_p50(peers, "bm25s", "bm25", "filtered")
-                if bm:
-                    ratios["lexical_vs_bm25s"] = {"peer_ms": bm, "speedup": round(bm / sess["lexical"]["p50_ms"], 2)}
-                    ratios["lexical_k10_vs_bm25s"] = {"peer_ms": bm, "speedup": round(bm / sess["lexical_k10"]["p50_ms"], 2)}
-                    ratios["lexical_alone_vs_bm25s"] = {"peer_ms": bm, "speedup": round(bm / sess["lexical_alone"]["p50_ms"], 2)}
                 tv = _peer_p50(peers, "tantivy", "bm25", "filtered")
-                if tv:
-                    ratios["lexical_vs_tantivy"] = {"peer_ms": tv, "speedup": round(tv / sess["lexical"]["p50_ms"], 2)}
-                    ratios["lexical_alone_vs_tantivy"] = {"peer_ms": tv, "speedup": round(tv / sess["lexical_alone"]["p50_ms"], 2)}
+                for peer, peer_ms, legs in (("bm25s", bm, LEXICAL_ROWS), ("tantivy", tv, ("lexical", "lexical_alone"))):
+                    for leg in legs if peer_ms else ():
+                        ratios[f"{leg}_vs_{peer}"] = {"peer_ms": peer_ms, "speedup": round(peer_ms / sess[leg]["p50_ms"], 2)}
                 run["ratios"] = ratios
             report["runs"].append(run)
     finally:

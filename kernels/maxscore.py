@@ -639,25 +639,38 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                     wj = w[j]
                     sl = slot[j]
                     kept = 0
+                    if sl >= 0:
+                        # A common term: its bitset says whether a candidate holds it and where
+                        # its posting is. All the postings' places first, each asked for at
+                        # once, then the scores: the two loads of a candidate depend on each
+                        # other, those of different candidates do not.
+                        for x in range(live):
+                            xa = x + AHEAD
+                            if xa < live:
+                                _prefetch(bits, 2 * (sl * n_words + (l_row[xa] >> 6)))
+                            c_row[x] = -1
+                            d = l_row[x]
+                            if l_ness[x] > j and l_part[x] + bound >= theta:
+                                wi = 2 * (sl * n_words + (d >> 6))
+                                word = bits[wi]
+                                b = np.uint64(d & 63)
+                                if (word >> b) & np.uint64(1):
+                                    p = first[j] + np.int64(bits[wi + 1] + _popcount(word & ((np.uint64(1) << b) - np.uint64(1))))
+                                    c_row[x] = p
+                                    _prefetch(tfs, p)
+                                    _prefetch(norms, d)
                     for x in range(live):
                         xa = x + AHEAD
-                        if xa < live:
-                            da = l_row[xa]
-                            _prefetch(norms, da)
-                            if sl >= 0:
-                                _prefetch(bits, 2 * (sl * n_words + (da >> 6)))
+                        if sl < 0 and xa < live:
+                            _prefetch(norms, l_row[xa])
                         d = l_row[x]
                         score = l_part[x]
                         if l_ness[x] > j:
                             if score + bound < theta:
                                 continue  # cannot reach the threshold even with this term and the rest
-                            if sl >= 0:  # a common term: its bitset says whether and where
-                                wi = 2 * (sl * n_words + (d >> 6))
-                                word = bits[wi]
-                                b = np.uint64(d & 63)
-                                if (word >> b) & np.uint64(1):
-                                    below = word & ((np.uint64(1) << b) - np.uint64(1))
-                                    p = first[j] + np.int64(bits[wi + 1] + _popcount(below))
+                            if sl >= 0:
+                                p = c_row[x]
+                                if p >= 0:
                                     tf = float(tfs[p])
                                     score += wj * tf * k1p / (tf + norms[d])
                             else:

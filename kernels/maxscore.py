@@ -643,7 +643,8 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                         # A common term: its bitset says whether a candidate holds it and where
                         # its posting is. All the postings' places first, each asked for at
                         # once, then the scores: the two loads of a candidate depend on each
-                        # other, those of different candidates do not.
+                        # other, those of different candidates do not. c_row holds each one's
+                        # posting (-1: none to add); it is free here, the candidates being in l_*.
                         for x in range(live):
                             xa = x + AHEAD
                             if xa < live:

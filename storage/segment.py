@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import ipc_file
+from .arrowio import ipc_file, mapped_matrix
 
 TS = pa.timestamp("us", tz="UTC")
 NAT = np.iinfo(np.int64).min  # "undated" in int64 microsecond arrays
@@ -80,13 +80,7 @@ class Segment:
         dates = _timestamps(table.column("date"))
         lengths = table.column("length").to_numpy().astype(np.float32)
         emb_col = table.column("embedding")
-        dim = emb_col.type.list_size
-        if n:
-            chunk = emb_col.chunk(0)
-            values = chunk.values.to_numpy(zero_copy_only=True)
-            emb = values[chunk.offset * dim : (chunk.offset + n) * dim].reshape(n, dim)
-        else:
-            emb = np.zeros((0, dim), dtype=np.float32)
+        emb = mapped_matrix(emb_col) if n else np.zeros((0, emb_col.type.list_size), dtype=np.float32)
         first = int(table.column("doc_id")[0].as_py()) if n else 0
         return cls(name=name, table=table, first_doc=first, dates=dates, lengths=lengths, embeddings=emb)
 

@@ -19,7 +19,7 @@ from pyroaring import BitMap
 from mempp.kernels import quantize_rows
 
 from .analyzer import Analyzer
-from .arrowio import map_table
+from .arrowio import map_table, mapped_matrix, one_array
 from .errors import CorruptStoreError
 from .ann import AnnIndex
 from .manifest import Checks, FileRef
@@ -108,7 +108,7 @@ class RowReader:
     """
 
     def __init__(self, column: pa.ChunkedArray):
-        arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        arr = one_array(column)
         self.arr = arr
         t = arr.type
         self.kind = "scalar"
@@ -166,7 +166,7 @@ class Facet:
         index: dict[str, int] = {}
         parts = []
         for col in chunks:
-            enc = col.combine_chunks().dictionary_encode() if len(col) else None
+            enc = one_array(col).dictionary_encode() if len(col) else None
             if enc is None:
                 continue
             local = enc.dictionary.to_pylist()
@@ -336,8 +336,7 @@ class Snapshot:
                     elif "win" in files and not any(p is entry for p in placeholders):
                         win = map_table(store / files["win"].name)
                         entry.window_rows = win.column("row").to_numpy()
-                        chunk = win.column("embedding").combine_chunks()
-                        entry.window_embeddings = chunk.values.to_numpy(zero_copy_only=True).reshape(len(win), -1)
+                        entry.window_embeddings = mapped_matrix(win.column("embedding"))
                     if "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
                         # derived from the embeddings: rebuild it rather than fail
                         if files["q8"].name in bad:
@@ -350,12 +349,11 @@ class Snapshot:
                         entry.q8_order, entry.q8_dates = order, entry.segment.dates[order]
                     elif "q8" in files:
                         q8 = map_table(store / files["q8"].name)
-                        chunk = q8.column("q").combine_chunks()
-                        entry.q8 = chunk.values.to_numpy(zero_copy_only=True).reshape(len(q8), -1)
-                        entry.q8_scale = q8.column("scale").combine_chunks().to_numpy(zero_copy_only=True)
+                        entry.q8 = mapped_matrix(q8.column("q"))
+                        entry.q8_scale = one_array(q8.column("scale")).to_numpy(zero_copy_only=True)
                         if "row" in q8.column_names:  # stored in date order (older stores: row order)
-                            entry.q8_order = q8.column("row").combine_chunks().to_numpy(zero_copy_only=True)
-                            entry.q8_dates = q8.column("date").combine_chunks().to_numpy(zero_copy_only=True)
+                            entry.q8_order = one_array(q8.column("row")).to_numpy(zero_copy_only=True)
+                            entry.q8_dates = one_array(q8.column("date")).to_numpy(zero_copy_only=True)
                 self.segments.append(entry)
             if "dict" in files:
                 if files["dict"].name in bad:

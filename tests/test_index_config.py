@@ -73,3 +73,36 @@ def test_onnx_windows_cover_the_tail():
     vecs, owner = e.embed_windows(["short", "word " * 600, "alpha beta " * 150], stride=192)
     assert owner.tolist() == [1, 1, 2] and vecs.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+
+
+def _mapped_file(arr: np.ndarray) -> str | None:
+    """The file whose mapping holds ``arr``'s first byte (from /proc/self/maps), None for anonymous memory."""
+    addr = arr.ctypes.data
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi:
+                return parts[5].strip() if len(parts) == 6 and parts[5].startswith("/") else None
+    return None
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs Linux's /proc/self/maps")
+def test_opening_maps_the_stored_matrices_without_copying_them(tmp_path):
+    """The embeddings, the int8 copy and the window vectors of a reopened store are read in
+    place from their files (a copy would cost the open its time and the process that much memory)."""
+    filler = " ".join(f"filler{i}" for i in range(400))
+    docs = [{"id": f"d{i}", "text": f"{filler} note {i}"} for i in range(40)]
+    cfg = IndexConfig(window_stride=150, vector_copy="int8")
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(), index=cfg) as s:
+        s.add(docs[:20])
+        s.add(docs[20:])
+    with mempp.Store.open(tmp_path / "s") as s:
+        assert len(s._snap.segments) == 2
+        for entry in s._snap.segments:
+            stem = entry.segment.name.rsplit("/", 1)[-1].split(".")[0]
+            for arr, kind in ((entry.segment.embeddings, "docs"), (entry.q8, "q8"), (entry.window_embeddings, "win")):
+                assert arr is not None and len(arr)
+                path = _mapped_file(arr)
+                assert path is not None, f"{kind}: in anonymous memory, not in its file"
+                assert path == str(tmp_path / "s" / "segments" / f"{stem}.{kind}.arrow")

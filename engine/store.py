@@ -182,7 +182,7 @@ class Store:
         that UTC day). Together with ``query(as_of=...)`` (event time) this answers "what did
         the record say on X, as the store knew it on Y". Either gives a ``StoreError`` when no
         such committed version exists.
-        Every file is checked against the checksum its manifest records (mix64; sha256 in older stores) before it is read.
+        Every file is checked against the checksum its manifest records (wide64; mix64 or sha256 in older stores) before it is read.
         ``on_corrupt``: ``"raise"`` (default) raises :class:`CorruptStoreError` naming a damaged
         segment; ``"skip"`` leaves it out (its documents are never returned), keeps the rest
         readable and lists it in ``stats()["skipped"]``. Damaged postings are rebuilt from the

@@ -10,9 +10,23 @@ It is a checksum, not a cryptographic hash: it guards against accidents, not for
 The manifest records both for every file (``FileRef.mix64`` and ``sha256``); opening
 checks mix64 where it is recorded (stores written before it have sha256 only), and
 ``CURRENT``'s digest of the manifest stays sha256.
+
+wide64 (``FileRef.wide64``, what new files record) goes further: 32 independent lanes,
+each adding ``lo32(w ^ key) * hi32(w ^ key) + rotl(w, 32)`` for its 8-byte word ``w``
+(the lanes vectorize, so the multiplies no longer bound it: 19 GB/s a core in cache, against
+mix64's 13), a key per lane and per stripe of a 4 KiB block (so swapped stripes within
+a block change it), and every lane's accumulator scrambled by a full 64-bit multiply after
+each block (so swapped blocks change it). Files are hashed through a memory map (no copy
+out of the page cache) in windows that are populated with ``MADV_POPULATE_READ`` first, so
+an unreadable page raises ``OSError`` rather than a bus error. Opening a 1M-document store
+hashes 3.2 GB with two threads at 10 GB/s, about the memory bandwidth of the machine, where
+mix64 read through a buffer reached 7 to 8.
 """
 
 from __future__ import annotations
+
+import mmap
+import os
 
 import numpy as np
 from numba import njit, uint64
@@ -111,3 +125,145 @@ def mix64_file(path, chunk: int = 512 << 10) -> str:
             buf[:rest] = buf[whole:fill]
             fill = rest
     return f"{int(finish(acc, buf[:fill], total)):016x}"
+
+
+# --- wide64 ---------------------------------------------------------------------------------
+
+LANES = 32  # 8-byte lanes: one stripe is 256 bytes
+BLOCK = 16  # stripes per block: 4 KiB, the unit the accumulators are scrambled after
+BLOCK_BYTES = LANES * BLOCK * 8
+_M32 = uint64(0xFFFFFFFF)
+_M = (1 << 64) - 1
+
+
+def _wide_keys() -> np.ndarray:
+    """The (BLOCK, LANES) keys: splitmix64 from a fixed seed (the digits of pi)."""
+    out = np.empty(BLOCK * LANES, dtype=np.uint64)
+    x = 0x243F6A8885A308D3
+    for i in range(len(out)):
+        x = (x + 0x9E3779B97F4A7C15) & _M
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M
+        out[i] = z ^ (z >> 31)
+    return out.reshape(BLOCK, LANES)
+
+
+WIDE_KEYS = _wide_keys()
+
+
+@njit(cache=True, nogil=True)
+def wide_stripes(acc, words, keys, scramble):
+    """Feed the 256-byte stripes ``words`` (uint64, shape (m, LANES)) into the lanes ``acc``;
+    the stripe at row ``i`` uses ``keys[i % BLOCK]``. ``scramble``: ``m`` is a whole number
+    of blocks, each followed by the scramble (the last, partial block of a file is not)."""
+    m = words.shape[0]
+    for b in range(0, m, BLOCK):
+        for s in range(min(BLOCK, m - b)):
+            for j in range(LANES):  # independent lanes: vectorized
+                w = words[b + s, j]
+                d = w ^ keys[s, j]
+                acc[j] += (d & _M32) * (d >> uint64(32)) + ((w << uint64(32)) | (w >> uint64(32)))
+        if scramble:
+            for j in range(LANES):
+                a = acc[j]
+                acc[j] = (a ^ (a >> uint64(47))) * P1
+
+
+@njit(cache=True, nogil=True)
+def wide_finish(acc, tail, length):
+    """The checksum: the lanes merged in order, then the last < 256 bytes and the length (as :func:`finish`)."""
+    merged = np.empty(4, dtype=np.uint64)
+    for i in range(4):
+        h = P5 + uint64(i)
+        for j in range(i, LANES, 4):
+            h = _rotl(h ^ _round(uint64(0), acc[j]), 27) * P1 + P4
+        merged[i] = h
+    return finish(merged, tail, length)
+
+
+def _wide_start() -> np.ndarray:
+    return np.zeros(LANES, dtype=np.uint64)
+
+
+def _wide_words(buf: np.ndarray) -> np.ndarray:
+    return buf.view("<u8").reshape(-1, LANES)
+
+
+def wide64_bytes(data) -> str:
+    """wide64 of a bytes-like object, as 16 hex digits."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    blocks = len(buf) // BLOCK_BYTES * BLOCK_BYTES
+    stripes_end = len(buf) // (8 * LANES) * (8 * LANES)
+    acc = _wide_start()
+    wide_stripes(acc, _wide_words(buf[:blocks]), WIDE_KEYS, True)
+    wide_stripes(acc, _wide_words(buf[blocks:stripes_end]), WIDE_KEYS, False)
+    return f"{int(wide_finish(acc, buf[stripes_end:], len(buf))):016x}"
+
+
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14+
+WINDOW = 8 << 20  # bytes mapped at a time (a multiple of BLOCK_BYTES and of the page size)
+
+
+def wide64_file(path, window: int = WINDOW) -> str:
+    """wide64 of a file's bytes (releases the GIL: hash files in threads).
+
+    Read through a memory map in ``window``-byte windows, each populated before it is read
+    (an I/O error raises ``OSError``, as a read would, not a bus error); where the system
+    cannot populate a map, through ``read``.
+    """
+    window = max(BLOCK_BYTES, window // BLOCK_BYTES * BLOCK_BYTES)
+    if window % mmap.ALLOCATIONGRANULARITY:
+        return _wide64_read(path, window)
+    acc = _wide_start()
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        blocks = size // BLOCK_BYTES * BLOCK_BYTES
+        for off in range(0, blocks, window):
+            n = min(window, blocks - off)
+            m = mmap.mmap(f.fileno(), n, offset=off, access=mmap.ACCESS_READ)
+            try:
+                try:
+                    m.madvise(MADV_POPULATE_READ)
+                except OSError as exc:
+                    if exc.errno not in (22, 38):  # EINVAL / ENOSYS: a kernel without it
+                        raise
+                    if off == 0:
+                        m.close()
+                        return _wide64_read(path, window)
+                view = np.frombuffer(m, dtype=np.uint8)
+                try:
+                    wide_stripes(acc, _wide_words(view), WIDE_KEYS, True)
+                finally:
+                    del view
+            finally:
+                m.close()
+        f.seek(blocks)
+        rest = np.frombuffer(f.read(), dtype=np.uint8)
+    if blocks + len(rest) != size:
+        raise OSError(f"{path}: short read")
+    stripes_end = len(rest) // (8 * LANES) * (8 * LANES)
+    wide_stripes(acc, _wide_words(rest[:stripes_end]), WIDE_KEYS, False)
+    return f"{int(wide_finish(acc, rest[stripes_end:], size)):016x}"
+
+
+def _wide64_read(path, chunk: int) -> str:
+    """wide64 of a file read in ``chunk``-byte blocks (a multiple of BLOCK_BYTES)."""
+    buf = np.empty(chunk, dtype=np.uint8)
+    view = memoryview(buf)
+    acc = _wide_start()
+    total = fill = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view[fill:])
+            if not n:
+                break
+            total += n
+            fill += n
+            whole = fill // BLOCK_BYTES * BLOCK_BYTES
+            wide_stripes(acc, _wide_words(buf[:whole]), WIDE_KEYS, True)
+            rest = fill - whole
+            buf[:rest] = buf[whole:fill]
+            fill = rest
+    stripes_end = fill // (8 * LANES) * (8 * LANES)
+    wide_stripes(acc, _wide_words(buf[:stripes_end]), WIDE_KEYS, False)
+    return f"{int(wide_finish(acc, buf[stripes_end:fill], total)):016x}"

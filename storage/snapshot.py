@@ -214,7 +214,7 @@ class Snapshot:
         verify: bool = True,
         written: Iterable[tuple[str, str]] = (),
     ) -> None:
-        """Load ``manifest``'s version, verifying every file's checksum (mix64, or sha256 in older stores) before parsing it.
+        """Load ``manifest``'s version, verifying every file's checksum (wide64; mix64 or sha256 in older stores) before parsing it.
 
         A damaged postings or term-index file is rebuilt in memory from the segment text
         (listed in ``rebuilt``). A damaged segment, window-vector or supersession file raises

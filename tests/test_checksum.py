@@ -1,4 +1,4 @@
-"""mix64, the checksum store files are verified with when a store opens."""
+"""wide64 (and mix64 before it), the checksums store files are verified with when a store opens."""
 
 from __future__ import annotations
 
@@ -8,7 +8,103 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mempp.kernels.checksum import mix64_bytes, mix64_file
+import pytest
+
+from mempp.kernels.checksum import WIDE_KEYS, _wide64_read, mix64_bytes, mix64_file, wide64_bytes, wide64_file
+
+M = (1 << 64) - 1
+P1, P2, P3, P4, P5 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & M
+
+
+def _round(acc: int, word: int) -> int:
+    return _rotl((acc + word * P2) & M, 31) * P1 & M
+
+
+def _finish_model(acc: list[int], tail: bytes, length: int) -> int:
+    h = (_rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)) & M
+    for a in acc:
+        h = ((h ^ _round(0, a)) * P1 + P4) & M
+    h = (h + length) & M
+    i = 0
+    while i + 8 <= len(tail):
+        h = (_rotl(h ^ _round(0, int.from_bytes(tail[i : i + 8], "little")), 27) * P1 + P4) & M
+        i += 8
+    for b in tail[i:]:
+        h = _rotl(h ^ (b * P5 & M), 11) * P1 & M
+    h ^= h >> 33
+    h = h * P2 & M
+    h ^= h >> 29
+    h = h * P3 & M
+    return h ^ (h >> 32)
+
+
+def wide64_model(data: bytes) -> str:
+    """wide64 as its definition reads, in plain Python integers: the oracle of the kernel."""
+    keys = [[int(k) for k in row] for row in WIDE_KEYS]
+    acc = [0] * 32
+    stripes = len(data) // 256
+    for i in range(stripes):
+        s = i % 16
+        for j in range(32):
+            w = int.from_bytes(data[256 * i + 8 * j : 256 * i + 8 * j + 8], "little")
+            d = w ^ keys[s][j]
+            acc[j] = (acc[j] + (d & 0xFFFFFFFF) * (d >> 32) + _rotl(w, 32)) & M
+        if s == 15:  # a whole 4 KiB block: every lane scrambled
+            acc = [((a ^ (a >> 47)) * P1) & M for a in acc]
+    merged = []
+    for i in range(4):
+        h = P5 + i
+        for j in range(i, 32, 4):
+            h = (_rotl(h ^ _round(0, acc[j]), 27) * P1 + P4) & M
+        merged.append(h)
+    return f"{_finish_model(merged, data[256 * stripes :], len(data)):016x}"
+
+
+CHECKSUMS = [pytest.param(mix64_bytes, id="mix64"), pytest.param(wide64_bytes, id="wide64")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=9000))
+def test_wide64_equals_its_definition(data):
+    assert wide64_bytes(data) == wide64_model(data)
+
+
+def test_wide64_equals_its_definition_across_blocks():
+    rng = np.random.default_rng(3)
+    for n in (0, 255, 256, 4095, 4096, 4096 + 256, 3 * 4096 + 300):
+        data = rng.bytes(n)
+        assert wide64_bytes(data) == wide64_model(data), n
+
+
+def test_wide64_changes_when_any_two_blocks_or_stripes_swap():
+    """Whole 4 KiB blocks swapped (what the per-block scramble guards against) and 256-byte
+    stripes swapped within a block or across blocks (what the per-stripe keys guard against)."""
+    rng = np.random.default_rng(5)
+    data = rng.bytes(5 * 4096 + 700)
+    h = wide64_bytes(data)
+    for unit, count in ((4096, 5), (256, 20)):
+        for a in range(count):
+            for b in range(a + 1, count):
+                swapped = bytearray(data)
+                swapped[unit * a : unit * a + unit], swapped[unit * b : unit * b + unit] = data[unit * b : unit * b + unit], data[unit * a : unit * a + unit]
+                assert wide64_bytes(bytes(swapped)) != h, (unit, a, b)
+    # the same block repeated: each copy still counts (a zeroed or duplicated block is found)
+    block = rng.bytes(4096)
+    assert len({wide64_bytes(block * n) for n in range(1, 6)}) == 5
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=20_000), st.sampled_from([4096, 8192, 12288]))
+def test_wide64_of_a_file_equals_its_bytes_through_every_window_and_read(tmp_path_factory, data, window):
+    path = tmp_path_factory.mktemp("w") / "f"
+    path.write_bytes(data)
+    h = wide64_bytes(data)
+    assert wide64_file(path, window=window) == h  # memory-mapped windows
+    assert _wide64_read(path, window) == h  # read in blocks
 
 
 @settings(max_examples=200, deadline=None)
@@ -20,38 +116,42 @@ def test_file_and_bytes_agree_for_any_length_and_read_size(tmp_path_factory, dat
     assert len(mix64_bytes(data)) == 16
 
 
+@pytest.mark.parametrize("checksum", CHECKSUMS)
 @settings(max_examples=300, deadline=None)
-@given(st.binary(min_size=1, max_size=200), st.data())
-def test_any_single_bit_flip_changes_the_checksum(data, draw):
+@given(st.binary(min_size=1, max_size=9000), st.data())
+def test_any_single_bit_flip_changes_the_checksum(checksum, data, draw):
     pos = draw.draw(st.integers(0, len(data) * 8 - 1))
     flipped = bytearray(data)
     flipped[pos // 8] ^= 1 << (pos % 8)
-    assert mix64_bytes(bytes(flipped)) != mix64_bytes(data)
+    assert checksum(bytes(flipped)) != checksum(data)
 
 
+@pytest.mark.parametrize("checksum", CHECKSUMS)
 @settings(max_examples=100, deadline=None)
-@given(st.binary(min_size=64, max_size=400), st.data())
-def test_truncation_zeroed_blocks_and_swapped_stripes_change_it(data, draw):
-    h = mix64_bytes(data)
+@given(st.binary(min_size=64, max_size=13_000), st.sampled_from([32, 256, 4096]), st.data())
+def test_truncation_zeroed_blocks_and_swapped_stripes_change_it(checksum, data, unit, draw):
+    h = checksum(data)
     cut = draw.draw(st.integers(0, len(data) - 1))
-    assert mix64_bytes(data[:cut]) != h
-    assert mix64_bytes(data + b"\0") != h  # trailing zero bytes count (the length is folded in)
-    a = draw.draw(st.integers(0, len(data) // 32 - 1))
-    b = draw.draw(st.integers(0, len(data) // 32 - 1))
-    sa, sb = data[32 * a : 32 * a + 32], data[32 * b : 32 * b + 32]
-    if sa != sb:
-        swapped = bytearray(data)
-        swapped[32 * a : 32 * a + 32], swapped[32 * b : 32 * b + 32] = sb, sa
-        assert mix64_bytes(bytes(swapped)) != h
+    assert checksum(data[:cut]) != h
+    assert checksum(data + b"\0") != h  # trailing zero bytes count (the length is folded in)
+    if len(data) >= 2 * unit:  # two whole units (stripes of either checksum, or 4 KiB blocks) swapped
+        a = draw.draw(st.integers(0, len(data) // unit - 1))
+        b = draw.draw(st.integers(0, len(data) // unit - 1))
+        sa, sb = data[unit * a : unit * a + unit], data[unit * b : unit * b + unit]
+        if sa != sb:
+            swapped = bytearray(data)
+            swapped[unit * a : unit * a + unit], swapped[unit * b : unit * b + unit] = sb, sa
+            assert checksum(bytes(swapped)) != h
     if any(data[: min(len(data), 4096)]):
-        assert mix64_bytes(bytes(min(len(data), 4096)) + data[4096:]) != h
+        assert checksum(bytes(min(len(data), 4096)) + data[4096:]) != h
 
 
-def test_no_collisions_among_many_random_blocks():
+@pytest.mark.parametrize("checksum", CHECKSUMS)
+def test_no_collisions_among_many_random_blocks(checksum):
     rng = np.random.default_rng(0)
-    inputs = {rng.bytes(int(rng.integers(0, 100))) for _ in range(20_000)}
-    inputs |= {bytes(n) for n in range(100)}  # all-zero inputs of every length
-    assert len({mix64_bytes(x) for x in inputs}) == len(inputs)
+    inputs = {rng.bytes(int(rng.integers(0, 600))) for _ in range(20_000)}
+    inputs |= {bytes(n) for n in range(600)}  # all-zero inputs of every length
+    assert len({checksum(x) for x in inputs}) == len(inputs)
 
 
 def test_large_file_read_in_blocks(tmp_path):
@@ -59,36 +159,50 @@ def test_large_file_read_in_blocks(tmp_path):
     path = tmp_path / "big"
     path.write_bytes(data)
     assert mix64_file(path) == mix64_bytes(data)
+    assert wide64_file(path) == wide64_bytes(data)
 
 
-def test_opening_checks_mix64_and_old_stores_sha256(tmp_path):
+def test_opening_checks_wide64_and_old_stores_mix64_or_sha256(tmp_path):
     import shutil
     from pathlib import Path
-
-    import pytest
 
     import mempp
     from mempp.storage.errors import CorruptStoreError
     from mempp.storage.manifest import FileRef, read_current, verify_files
 
-    # A new store records both checksums for every file; opening checks mix64 ...
+    # A new store records sha256 and wide64 for every file; opening checks wide64 ...
     s = mempp.Store.open(tmp_path / "new", embedder=mempp.HashEmbedder(dim=8))
     s.add([{"text": "hello world", "date": "2024-01-01"}])
     s.close()
-    manifest = read_current(tmp_path / "new")
+    new = tmp_path / "new"
+    manifest = read_current(new)
     refs = [FileRef.from_json(f) for c in manifest["commits"] for f in c["files"].values()]
-    assert refs and all(r.mix64 is not None and r.sha256 for r in refs)
-    assert verify_files(tmp_path / "new", refs, deep=True) == {}
+    assert refs and all(r.wide64 is not None and r.mix64 is None and r.sha256 and r.quick == "wide64" for r in refs)
+    assert verify_files(new, refs, deep=True) == {}
     # ... and sha256 as well only when asked (a reference whose sha256 disagrees passes the quick check).
-    wrong = [FileRef(r.name, r.size, "0" * 64, r.mix64) for r in refs]
-    assert verify_files(tmp_path / "new", wrong) == {}
-    assert set(verify_files(tmp_path / "new", wrong, deep=True)) == {r.name for r in refs}
+    wrong = [FileRef(r.name, r.size, "0" * 64, wide64=r.wide64) for r in refs]
+    assert verify_files(new, wrong) == {}
+    assert set(verify_files(new, wrong, deep=True)) == {r.name for r in refs}
+    bad_wide = [FileRef(r.name, r.size, r.sha256, wide64="0" * 16) for r in refs]
+    failures = verify_files(new, bad_wide)
+    assert set(failures) == {r.name for r in refs} and all("wide64" in str(e) for e in failures.values())
+    # A store written with mix64 (before wide64) is checked with mix64: damage is found.
+    mixed = [FileRef(r.name, r.size, r.sha256, mix64=mix64_file(new / r.name)) for r in refs]
+    assert all(r.quick == "mix64" for r in mixed) and verify_files(new, mixed) == {}
+    seg = next(new / r.name for r in refs if r.name.endswith(".docs.arrow"))
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    seg.write_bytes(bytes(data))
+    failures = verify_files(new, mixed)
+    assert list(failures) == [seg.relative_to(new).as_posix()] and "mix64" in str(failures[list(failures)[0]])
+    with pytest.raises(CorruptStoreError, match="wide64"):
+        mempp.Store.open(new, embedder=mempp.HashEmbedder(8), read_only=True)
     # A store written before mix64 (format-1 fixture) is checked with sha256: damage is found.
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "format1", old)
     manifest = read_current(old)
     refs = [FileRef.from_json(f) for c in manifest["commits"] for f in c["files"].values()]
-    assert all(r.mix64 is None for r in refs)
+    assert all(r.mix64 is None and r.wide64 is None for r in refs)
     seg = next(old / r.name for r in refs if r.name.endswith(".docs.arrow"))
     data = bytearray(seg.read_bytes())
     data[len(data) // 2] ^= 0x10

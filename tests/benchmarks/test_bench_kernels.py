@@ -314,3 +314,10 @@ def test_batch_fingerprints(benchmark, workload_store):
     _, _, w = workload_store
     texts = w.texts(0, 20_000)
     benchmark(fingerprints, [None] * len(texts), texts)
+
+
+def test_wide64_checksum(benchmark, corpus):
+    from mempp.kernels.checksum import wide64_bytes
+
+    data = corpus["emb"].tobytes()  # 154 MB
+    benchmark(wide64_bytes, data)

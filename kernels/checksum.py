@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 
 import numpy as np
 from numba import njit, uint64
@@ -200,7 +201,8 @@ def wide64_bytes(data) -> str:
     return f"{int(wide_finish(acc, buf[stripes_end:], len(buf))):016x}"
 
 
-MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14+
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14+ (EINVAL before)
+MAPPED = sys.platform.startswith("linux")  # elsewhere the advice's number means something else: read
 WINDOW = 8 << 20  # bytes mapped at a time (a multiple of BLOCK_BYTES and of the page size)
 
 
@@ -212,7 +214,7 @@ def wide64_file(path, window: int = WINDOW) -> str:
     cannot populate a map, through ``read``.
     """
     window = max(BLOCK_BYTES, window // BLOCK_BYTES * BLOCK_BYTES)
-    if window % mmap.ALLOCATIONGRANULARITY:
+    if not MAPPED or window % mmap.ALLOCATIONGRANULARITY:
         return _wide64_read(path, window)
     acc = _wide_start()
     with open(path, "rb", buffering=0) as f:

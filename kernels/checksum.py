@@ -107,12 +107,19 @@ def mix64_bytes(data) -> str:
 
 def mix64_file(path, chunk: int = 512 << 10) -> str:
     """mix64 of a file's bytes, read in ``chunk``-byte blocks (a multiple of 32; releases the GIL)."""
-    chunk = max(STRIPE, chunk // STRIPE * STRIPE)
+    acc = _start()
+    rest, total = _read_in_units(path, chunk, STRIPE, lambda whole: stripes(acc, whole.view("<u8").reshape(-1, 4)))
+    return f"{int(finish(acc, rest, total)):016x}"
+
+
+def _read_in_units(path, chunk: int, unit: int, feed) -> tuple[np.ndarray, int]:
+    """Read ``path`` in ``chunk``-byte blocks (rounded to a multiple of ``unit``), handing
+    ``feed`` each run of whole ``unit``-byte pieces in order; returns the last partial piece
+    and the file's length (a short read leaves a partial piece, carried to the next)."""
+    chunk = max(unit, chunk // unit * unit)
     buf = np.empty(chunk, dtype=np.uint8)
     view = memoryview(buf)
-    acc = _start()
-    total = 0
-    fill = 0  # bytes waiting in buf[:fill] (a short read leaves a partial stripe)
+    total = fill = 0  # bytes read; bytes waiting in buf[:fill]
     with open(path, "rb", buffering=0) as f:
         while True:
             n = f.readinto(view[fill:])
@@ -120,12 +127,12 @@ def mix64_file(path, chunk: int = 512 << 10) -> str:
                 break
             total += n
             fill += n
-            whole = fill // STRIPE * STRIPE
-            stripes(acc, buf[:whole].view("<u8").reshape(-1, 4))
+            whole = fill // unit * unit
+            feed(buf[:whole])
             rest = fill - whole
             buf[:rest] = buf[whole:fill]
             fill = rest
-    return f"{int(finish(acc, buf[:fill], total)):016x}"
+    return buf[:fill], total
 
 
 # --- wide64 ---------------------------------------------------------------------------------
@@ -250,22 +257,8 @@ def wide64_file(path, window: int = WINDOW) -> str:
 
 def _wide64_read(path, chunk: int) -> str:
     """wide64 of a file read in ``chunk``-byte blocks (a multiple of BLOCK_BYTES)."""
-    buf = np.empty(chunk, dtype=np.uint8)
-    view = memoryview(buf)
     acc = _wide_start()
-    total = fill = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(view[fill:])
-            if not n:
-                break
-            total += n
-            fill += n
-            whole = fill // BLOCK_BYTES * BLOCK_BYTES
-            wide_stripes(acc, _wide_words(buf[:whole]), WIDE_KEYS, True)
-            rest = fill - whole
-            buf[:rest] = buf[whole:fill]
-            fill = rest
-    stripes_end = fill // (8 * LANES) * (8 * LANES)
-    wide_stripes(acc, _wide_words(buf[:stripes_end]), WIDE_KEYS, False)
-    return f"{int(wide_finish(acc, buf[stripes_end:fill], total)):016x}"
+    rest, total = _read_in_units(path, chunk, BLOCK_BYTES, lambda whole: wide_stripes(acc, _wide_words(whole), WIDE_KEYS, True))
+    stripes_end = len(rest) // (8 * LANES) * (8 * LANES)
+    wide_stripes(acc, _wide_words(rest[:stripes_end]), WIDE_KEYS, False)
+    return f"{int(wide_finish(acc, rest[stripes_end:], total)):016x}"

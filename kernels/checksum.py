@@ -1,4 +1,4 @@
-"""mix64: a fast 64-bit checksum of store files, for verifying them when a store opens.
+"""mix64 and wide64: fast 64-bit checksums of store files, for verifying them when a store opens.
 
 sha256 reads about 2 GB/s on one core, so checking a 1M-document store (3.2 GB) took
 1.5 to 2.4 s of every open. mix64 detects the same damage (flipped bits, torn or
@@ -6,9 +6,9 @@ zeroed pages, truncation, swapped blocks) at about 4.3 GB/s a core here, twice a
 (the multiplies of its lanes bound it, not memory): four independent lanes of
 multiply-rotate-multiply over 8-byte little-endian words (the structure of xxHash64; the
 constants are the usual 64-bit primes), merged, the length folded in, then avalanched.
-It is a checksum, not a cryptographic hash: it guards against accidents, not forgers.
-The manifest records both for every file (``FileRef.mix64`` and ``sha256``); opening
-checks mix64 where it is recorded (stores written before it have sha256 only), and
+Both are checksums, not cryptographic hashes: they guard against accidents, not forgers.
+Stores written before wide64 record mix64 and sha256 for every file (``FileRef.mix64``),
+the oldest sha256 only; opening checks the quickest one recorded (``FileRef.quick``), and
 ``CURRENT``'s digest of the manifest stays sha256.
 
 wide64 (``FileRef.wide64``, what new files record) goes further: 32 independent lanes,
@@ -237,8 +237,7 @@ def wide64_file(path, window: int = WINDOW) -> str:
                     if exc.errno not in (22, 38):  # EINVAL / ENOSYS: a kernel without it
                         raise
                     if off == 0:
-                        m.close()
-                        return _wide64_read(path, window)
+                        return _wide64_read(path, window)  # (the map is closed below)
                 view = np.frombuffer(m, dtype=np.uint8)
                 try:
                     wide_stripes(acc, _wide_words(view), WIDE_KEYS, True)

@@ -209,3 +209,16 @@ def test_opening_checks_wide64_and_old_stores_mix64_or_sha256(tmp_path):
     seg.write_bytes(bytes(data))
     with pytest.raises(CorruptStoreError, match="sha256"):
         mempp.Store.open(old, embedder=mempp.HashEmbedder(16), read_only=True)
+
+
+def test_wide64_file_reads_where_the_kernel_cannot_populate_a_map(tmp_path, monkeypatch):
+    """A kernel without MADV_POPULATE_READ (before Linux 5.14) answers EINVAL: the file is read instead."""
+    from mempp.kernels import checksum
+
+    data = os.urandom(3 * 4096 * 1024 + 999)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    if not checksum.MAPPED:
+        pytest.skip("the memory-mapped path runs on Linux only")
+    monkeypatch.setattr(checksum, "MADV_POPULATE_READ", 12345)  # an advice no kernel knows: EINVAL
+    assert wide64_file(path, window=4 << 20) == wide64_bytes(data)

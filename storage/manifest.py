@@ -3,7 +3,7 @@
 A version is published by writing its manifest under a fresh name (fsynced),
 then replacing ``CURRENT`` atomically (temp file, fsync, rename, fsync of the
 directory). Every file a manifest names carries its size, sha256 and wide64 (a
-checksum five times as fast as sha256, ``kernels.checksum``), so a reader can tell a damaged
+checksum four to seven times as fast as sha256, ``kernels.checksum``), so a reader can tell a damaged
 file from data; opening checks the size and wide64 (files written before it: mix64 where
 they recorded it, else sha256).
 """

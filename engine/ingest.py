@@ -8,6 +8,7 @@ is written.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -20,6 +21,7 @@ import numpy as np
 
 from mempp.kernels.analyze import maybe_unnormalized_ascii
 from mempp.kernels.blake2b import blake2b8_rows
+from mempp.kernels.cosine import normalize_rows
 from mempp.storage.analyzer import joined_ascii
 
 from .dates import to_us
@@ -103,31 +105,143 @@ def _check_utf8(value: str, name: str, record: int, key: str | None) -> None:
 _PLAIN = frozenset({"id", "text", "date", "author"})
 
 
+@dataclass(slots=True)
+class NewRows:
+    """The rows one commit adds, column by column (a list of :class:`Row` transposed, or a
+    :class:`Plain` batch's columns); ``records[i]``: the caller's record of row ``i``."""
+
+    records: list[int]
+    keys: list[str | None]
+    texts: list[str]
+    authors: list[str | None]
+    dates: list[int | None]
+    threads: list[str | None]
+    channels: list[str | None]
+    sources: list[str | None]
+    metas: list[str | None]
+    fingerprints: list[int]
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> "NewRows":
+        return cls(
+            [r.record for r in rows], [r.key for r in rows], [r.text for r in rows], [r.author for r in rows],
+            [r.date for r in rows], [r.thread for r in rows], [r.channel for r in rows], [r.source for r in rows],
+            [r.meta for r in rows], [r.fingerprint for r in rows],
+        )
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+@dataclass(slots=True)
+class Plain:
+    """A batch of plain records checked column by column (:func:`check_plain`): the kept
+    records (non-empty text) and their texts, authors and dates (µs); fingerprints come later."""
+
+    n_records: int
+    records: list[int]
+    texts: list[str]
+    authors: list[str | None]
+    dates: list[int | None]
+
+    def rows(self, fps: list[int]) -> list[Row | None]:
+        """The rows :func:`prepare` returns for the same records (``fps``: each kept row's fingerprint)."""
+        out: list[Row | None] = [None] * self.n_records
+        for i, rec in enumerate(self.records):
+            out[rec] = Row(rec, None, self.texts[i], self.authors[i], self.dates[i], None, None, None, None, (), fps[i])
+        return out
+
+    def new_rows(self, fps: list[int]) -> NewRows:
+        n = len(self.records)
+        none = [None] * n
+        return NewRows(self.records, none, self.texts, self.authors, self.dates, none, none, none, none, fps)
+
+
+# The fields of a record :func:`check_plain` takes (an id brings key rules: the per-record path).
+_PLAIN_COLUMNS = frozenset({"text", "date", "author"})
+
+
+def check_plain(docs: list, texts: list[str]) -> Plain | None:
+    """The checks of :func:`prepare`, column by column at C speed, for a batch of plain records:
+    dicts with no fields but ``text``, ``date`` and ``author`` (``texts``: their texts, all strings).
+
+    Returns None when a record is not plain or fails a check: the per-record path then finds
+    the first error (or, for an odd but valid record, the same result the long way). So every
+    batch this accepts gets what :func:`prepare` would give it.
+    """
+    if not all(d.keys() <= _PLAIN_COLUMNS for d in docs):
+        return None
+    if not all(map(str.isascii, texts)) and not _encodable(texts):
+        return None
+    n = len(docs)
+    if all(map(str.strip, texts)):  # strip returns the string itself, true unless empty after stripping
+        records = list(range(n))
+        kept = docs
+    else:
+        records = [i for i, t in enumerate(texts) if t.strip()]
+        texts = [texts[i] for i in records]
+        kept = [docs[i] for i in records]
+    authors = list(map(dict.get, kept, itertools.repeat("author")))
+    named = [a for a in authors if a is not None]
+    if named and (not all(type(a) is str for a in named) or not (all(map(str.isascii, named)) or _encodable(named))):
+        return None
+    whens = list(map(dict.get, kept, itertools.repeat("date")))
+    if not all(w is None or type(w) is str for w in whens):  # date objects: the per-record path
+        return None
+    parsed: dict[str | None, int | None] = {None: None}
+    try:
+        for when in set(whens):
+            if when is not None:
+                parsed[when] = to_us(when)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return Plain(n, records, texts, authors, list(map(parsed.__getitem__, whens)))
+
+
+def _encodable(strings: list[str]) -> bool:
+    """Whether every string encodes as UTF-8 (lone surrogates do not)."""
+    try:
+        for s in strings:
+            if not s.isascii():
+                s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row | None]:
     """Check every document; ``None`` marks an empty or whitespace-only text (skipped, as the reference does)."""
     return prepare_batch(docs, embeddings, dim)[0]
 
 
 def prepare_batch(
-    docs: Iterable[Any], embeddings: Any, dim: int | None, pool: Executor | None = None, fingerprints: Future | None = None
-) -> tuple[list[Row | None], np.ndarray | None]:
+    docs: Iterable[Any], embeddings: Any, dim: int | None, pool: Executor | None = None, fingerprints: Future | None = None,
+    texts: list[str] | None = None,
+) -> tuple[list[Row | None] | Plain, np.ndarray | None]:
     """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``.
 
     ``pool``: the embeddings are normalized there (numpy releases the GIL) while the records
     are checked here; an embeddings error still comes first, as when they are checked first.
     ``fingerprints``: a future of :func:`fingerprints` of every record's author and text
     (:func:`record_fingerprints`), used for the rows of the fast path.
+    ``texts``: every record's text, when every record is a dict with a string text: a batch
+    :func:`check_plain` accepts comes back as a :class:`Plain` in place of the rows.
     """
     docs = list(docs)
+
+    def check(emb: np.ndarray | None) -> tuple[list[Row | None] | Plain, np.ndarray | None]:
+        plain = None if texts is None else check_plain(docs, texts)
+        return (plain, emb) if plain is not None else _check_records(docs, emb, fingerprints)
+
     if pool is None:
-        return _check_records(docs, _check_embeddings(embeddings, len(docs), dim), fingerprints)
+        return check(_check_embeddings(embeddings, len(docs), dim))
     raw = _embeddings_array(embeddings, len(docs), dim)
     if raw is None:
-        return _check_records(docs, None, fingerprints)
+        return check(None)
     emb = np.empty(raw.shape, dtype=np.float32)  # the rows' views of it are filled in the pool
     pending = pool.submit(_normalize_rows, raw, emb)
     try:
-        out = _check_records(docs, emb, fingerprints)
+        out = check(emb)
     except BaseException:
         pending.result()  # an embeddings error is raised instead (it is the first)
         raise
@@ -308,25 +422,12 @@ def _embeddings_array(embeddings: Any, n: int, dim: int | None) -> np.ndarray | 
 
 
 def _normalize_rows(emb: np.ndarray, out: np.ndarray) -> None:
-    """``out``: the rows of ``emb`` scaled to unit length (zero rows stay zero); a NaN or an infinity raises."""
-    step = 4096  # rows at a time, so the temporaries stay in cache; row results are those of one call
-    squares = np.empty((min(step, emb.shape[0]), emb.shape[1]), dtype=np.float32)
-    for a in range(0, emb.shape[0], step):
-        part = emb[a : a + step]
-        # np.linalg.norm(part, axis=1, keepdims=True), the same operations (for real rows
-        # x.conj() * x is x * x), into one buffer rather than two temporaries a chunk
-        sq = squares[: len(part)]
-        np.multiply(part, part, out=sq)
-        norms = np.sqrt(np.add.reduce(sq, axis=1, keepdims=True))
-        if not np.isfinite(norms).all():  # a NaN or infinity makes the norm one (so can an overflow)
-            bad = ~np.isfinite(part).all(axis=1)
-            if bad.any():
-                i = a + int(np.flatnonzero(bad)[0])
-                raise ValidationError("contains NaN or infinity", field="embedding", record=i)
-        if (norms > 0).all():
-            np.divide(part, norms, out=out[a : a + step])
-        else:
-            out[a : a + step] = np.where(norms > 0, part / np.where(norms > 0, norms, 1), 0)
+    """``out``: the rows of ``emb`` scaled to unit length (zero rows stay zero), bit for bit as
+    numpy's ``emb / np.linalg.norm(emb, axis=1, keepdims=True)`` (:func:`normalize_rows`, one
+    compiled pass); a NaN or an infinity raises, naming the first such record."""
+    bad = normalize_rows(np.ascontiguousarray(emb), out)
+    if bad >= 0:
+        raise ValidationError("contains NaN or infinity", field="embedding", record=int(bad))
 
 
 def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:

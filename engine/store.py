@@ -47,7 +47,7 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import Row, check_vector, prepare_batch, record_fingerprints
+from .ingest import NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
@@ -321,6 +321,7 @@ class Store:
         # dropped from the counts after the check; a rejected batch just drops the result).
         pool = ThreadPoolExecutor(max_workers=1)  # the texts' work, in order
         vectors = ThreadPoolExecutor(max_workers=1) if early is not None else pool  # the embeddings'
+        fps = None
         try:
             if early is not None:
                 # Aside too, while the records are checked here: their fingerprints (then their
@@ -329,16 +330,23 @@ class Store:
                 ascii = pool.submit(joined_ascii, early)
                 fps = pool.submit(record_fingerprints, docs, early, ascii)
                 all_tokens = pool.submit(lambda: tokenize(early, ascii.result()))
-                rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps)
-                kept = [r is not None for r in rows]
-                tokens = (sum(kept), pool.submit(_tokens_of_rows, all_tokens, kept, rows))
+                # A batch of plain records is checked column by column (ingest.check_plain).
+                rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps, texts=early)
+                if isinstance(rows, Plain):
+                    kept = np.zeros(rows.n_records, dtype=np.bool_)
+                    kept[rows.records] = True
+                    texts = lambda p=rows: p.texts  # noqa: E731
+                else:
+                    kept = np.fromiter((r is not None for r in rows), dtype=np.bool_, count=len(rows))
+                    texts = lambda rs=rows: [r.text for r in rs if r is not None]  # noqa: E731
+                tokens = (int(kept.sum()), pool.submit(_tokens_of_rows, all_tokens, kept, texts))
             else:
                 tokens = (len(prepared), pool.submit(tokenize, prepared))
             quantized = None
             if supplied is not None and len(supplied) and self.index.vector_copy == "int8":
                 # the int8 copy of every record's embedding, used if every record is a new row
                 quantized = vectors.submit(_quantized, supplied)
-            out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized)
+            out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, fps)
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
@@ -347,10 +355,33 @@ class Store:
             p.shutdown()
         return out
 
-    def _add_rows(self, rows: list[Row | None], supplied, batch_size, progress, tokens, quantized=None) -> list[int | None]:
+    def _add_rows(
+        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None, fps=None
+    ) -> list[int | None]:
+        """Commit the checked ``rows``, or a :class:`Plain` batch (``fps``: a future of every
+        record's fingerprint, :func:`record_fingerprints`)."""
         self._begin_write()
         snap = self._snap
         ingested = now_us()
+        if isinstance(rows, Plain):
+            got = fps.result()
+            fp_list = (got if len(rows.records) == rows.n_records else got[rows.records]).tolist()
+            stored = self._fps
+            if len(set(fp_list)) == len(fp_list) and not any(map(stored.__contains__, fp_list)):
+                # No row can re-ingest a stored one or another of the batch, and with no ids none
+                # supersedes: every row is new, as the loop below would find one row at a time.
+                ids: list[int | None] = [None] * rows.n_records
+                for rec, doc_id in zip(rows.records, range(snap.n_docs, snap.n_docs + len(rows.records))):
+                    ids[rec] = doc_id
+                if rows.records:
+                    if tokens is not None:
+                        tokens = tokens[1]
+                    batch = self._build_batch(
+                        rows.new_rows(fp_list), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized
+                    )
+                    self._commit(batch)
+                return ids
+            rows = rows.rows(fp_list)  # some may be re-ingests: row by row
         next_id = snap.n_docs
         results: list[int | None] = []
         new_rows: list[Row] = []
@@ -403,7 +434,9 @@ class Store:
         if new_rows or sups:
             if tokens is not None:
                 tokens = tokens[1] if tokens[0] == len(new_rows) else None  # else some rows were re-ingests
-            batch = self._build_batch(new_rows, snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens, quantized)
+            batch = self._build_batch(
+                NewRows.of(new_rows), snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens, quantized
+            )
             self._commit(batch)
         return results
 
@@ -518,10 +551,10 @@ class Store:
             self._index_keys()
 
     def _build_batch(
-        self, rows: list[Row], first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None,
+        self, rows: NewRows, first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None,
         tokens=None, quantized_all=None,
     ) -> CommitBatch:
-        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``r.record``);
+        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``rows.records[i]``);
         ``tokens``: a future of ``tokenize`` of the rows' texts, if one was started; ``quantized_all``: a
         future of ``_quantized(supplied)``, if one was started."""
         n = len(rows)
@@ -530,7 +563,7 @@ class Store:
             if n == len(supplied):  # every record is a new row: the matrix is the batch's, as it is
                 emb = supplied
             else:
-                emb = supplied[np.fromiter((r.record for r in rows), dtype=np.int64, count=n)]
+                emb = supplied[np.asarray(rows.records, dtype=np.int64)]
                 quantized_all = None
         else:
             emb = np.empty((n, self.dim), dtype=np.float32)
@@ -539,9 +572,10 @@ class Store:
         if todo:
             texts = [
                 self.index.render(
-                    r.text, author=r.author, date=(iso(r.date) or "")[:10], thread=r.thread, channel=r.channel, source=r.source
+                    rows.texts[i], author=rows.authors[i], date=(iso(rows.dates[i]) or "")[:10],
+                    thread=rows.threads[i], channel=rows.channels[i], source=rows.sources[i],
                 )
-                for r in (rows[i] for i in todo)
+                for i in todo
             ]
             emb[todo] = self.embedder.embed(texts, batch_size=batch_size, progress=progress)
             if self.index.window_stride and hasattr(self.embedder, "embed_windows"):
@@ -564,19 +598,19 @@ class Store:
         if tokens is not None:
             flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern, term_ids)
         else:
-            flat, lengths = self._analyzer.term_ids([r.text for r in rows], intern)
+            flat, lengths = self._analyzer.term_ids(rows.texts, intern)
         columns = {
             "doc_id": list(range(first, first + n)),
-            "key": [r.key for r in rows],
-            "text": [r.text for r in rows],
-            "author": [r.author for r in rows],
-            "date": [r.date for r in rows],
+            "key": rows.keys,
+            "text": rows.texts,
+            "author": rows.authors,
+            "date": rows.dates,
             "ingested_at": [ingested] * n,
-            "thread": [r.thread for r in rows],
-            "channel": [r.channel for r in rows],
-            "source": [r.source for r in rows],
-            "meta": [r.meta for r in rows],
-            "fingerprint": [r.fingerprint for r in rows],
+            "thread": rows.threads,
+            "channel": rows.channels,
+            "source": rows.sources,
+            "meta": rows.metas,
+            "fingerprint": rows.fingerprints,
             "length": lengths,
         }
         quantized = None
@@ -1042,16 +1076,16 @@ def _record_texts(docs: list) -> list[str] | None:
     return texts if all(type(t) is str for t in texts) else None
 
 
-def _tokens_of_rows(all_tokens, kept: list[bool], rows: list) -> tuple:
+def _tokens_of_rows(all_tokens, keep: np.ndarray, texts: Callable[[], list[str]]) -> tuple:
     """``tokenize`` of the kept rows' texts, from ``all_tokens`` (a future of ``tokenize`` of every
-    record's text): a record left out (empty or whitespace-only text) has no tokens, so only its
-    count goes; should one have any, the rows' texts are tokenized again."""
+    record's text; ``keep``: which records are rows): a record left out (empty or whitespace-only
+    text) has no tokens, so only its count goes; should one have any, ``texts()`` (the rows' texts)
+    are tokenized again."""
     tok, counts, words = all_tokens.result()
-    keep = np.asarray(kept, dtype=np.bool_)
     if keep.all():
         return tok, counts, words
     if counts[~keep].any():
-        return tokenize([r.text for r in rows if r is not None])
+        return tokenize(texts())
     return tok, counts[keep], words
 
 

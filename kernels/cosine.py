@@ -41,6 +41,111 @@ def masked_dot_topk(emb, query, mask, base, k, heap_scores, heap_ids, n_heap):
     return n_heap
 
 
+PAIRWISE_BLOCK = 128  # numpy's PW_BLOCKSIZE
+
+
+def pairwise_plan(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """How numpy's pairwise summation splits a run of ``n`` values, as a postfix program:
+    step ``i`` pushes the sum of the block ``[lo[i], lo[i] + size[i])`` (``size[i] > 0``, at
+    most :data:`PAIRWISE_BLOCK`, summed by :func:`_block_squares`) or, for ``size[i] == 0``,
+    pops two sums and pushes their sum. (numpy recurses; numba's cache does not keep recursive
+    functions safely, so the split is planned once per row length and replayed.)"""
+    lo: list[int] = []
+    size: list[int] = []
+
+    def split(a: int, m: int) -> None:
+        if m <= PAIRWISE_BLOCK:
+            lo.append(a)
+            size.append(m)
+            return
+        m2 = m // 2
+        m2 -= m2 % 8
+        split(a, m2)
+        split(a + m2, m - m2)
+        lo.append(0)
+        size.append(0)
+
+    split(0, n)
+    return np.asarray(lo, dtype=np.int64), np.asarray(size, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _block_squares(x, lo, n):
+    """The float32 sum of ``x[lo:lo + n] ** 2`` (``n`` <= 128) in numpy's order: a plain loop
+    under 8 values, else 8 running sums added pairwise, then the rest in turn."""
+    if n < 8:
+        res = np.float32(0.0)
+        for i in range(lo, lo + n):
+            res += x[i] * x[i]
+        return res
+    r0 = x[lo] * x[lo]
+    r1 = x[lo + 1] * x[lo + 1]
+    r2 = x[lo + 2] * x[lo + 2]
+    r3 = x[lo + 3] * x[lo + 3]
+    r4 = x[lo + 4] * x[lo + 4]
+    r5 = x[lo + 5] * x[lo + 5]
+    r6 = x[lo + 6] * x[lo + 6]
+    r7 = x[lo + 7] * x[lo + 7]
+    end = lo + n - n % 8
+    i = lo + 8
+    while i < end:
+        r0 += x[i] * x[i]
+        r1 += x[i + 1] * x[i + 1]
+        r2 += x[i + 2] * x[i + 2]
+        r3 += x[i + 3] * x[i + 3]
+        r4 += x[i + 4] * x[i + 4]
+        r5 += x[i + 5] * x[i + 5]
+        r6 += x[i + 6] * x[i + 6]
+        r7 += x[i + 7] * x[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += x[i] * x[i]
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _normalize_rows(emb, out, plan_lo, plan_size):
+    stack = np.empty(plan_lo.shape[0], dtype=np.float32)
+    for r in range(emb.shape[0]):
+        row = emb[r]
+        top = 0
+        for p in range(plan_lo.shape[0]):
+            if plan_size[p] > 0:
+                stack[top] = _block_squares(row, plan_lo[p], plan_size[p])
+                top += 1
+            else:
+                top -= 1
+                stack[top - 1] = stack[top - 1] + stack[top]
+        norm = np.sqrt(stack[0])
+        if not np.isfinite(norm):
+            for j in range(row.shape[0]):
+                if not np.isfinite(row[j]):
+                    return r
+        o = out[r]
+        if norm > 0:
+            for j in range(row.shape[0]):
+                o[j] = row[j] / norm
+        else:
+            for j in range(row.shape[0]):
+                o[j] = np.float32(0.0)
+    return -1
+
+
+def normalize_rows(emb: np.ndarray, out: np.ndarray) -> int:
+    """``out``: the rows of ``emb`` (C-contiguous float32) scaled to unit length, bit for bit as
+    ``emb / np.linalg.norm(emb, axis=1, keepdims=True)``: the squares summed as numpy's
+    pairwise summation adds them (:func:`pairwise_plan`); zero rows stay zero; a row whose
+    squares overflow divides by infinity, as numpy's does. One pass, no temporaries.
+
+    Returns -1, or the first row holding a NaN or an infinity (rows before it are written).
+    """
+    if emb.shape[0] == 0 or emb.shape[1] == 0:
+        return -1
+    return int(_normalize_rows(emb, out, *pairwise_plan(emb.shape[1])))
+
+
 @njit(cache=True, nogil=True)
 def quantize_rows(emb, out_q, out_scale):
     """int8 copy of float32 rows: ``emb[r] ≈ out_scale[r] * out_q[r]`` (symmetric, per row)."""

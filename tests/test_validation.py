@@ -157,6 +157,46 @@ def test_prepare_fast_path_equals_the_general_path(docs):
     assert run(docs) == run([_Record(d) for d in docs])
 
 
+_plain_values = st.one_of(
+    st.none(),
+    st.text(st.sampled_from(list("ab \t\u3000é\ud800")), max_size=4),
+    st.sampled_from(["2023-01-01", "2023-01-01", "2023-02-30", "2023-05-08T10:00:00+02:00", "", "x"]),
+    st.integers(),
+    st.dates(),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"text": st.text(st.sampled_from(list("ab \t\u3000é")), max_size=4) | st.just("b\ud800")},
+            optional={"date": _plain_values, "author": _plain_values, "id": st.just("k"), "thread": st.just("t")},
+        ),
+        max_size=6,
+    )
+)
+def test_column_check_of_plain_records_equals_the_row_check(docs):
+    """``check_plain`` takes a batch only when its rows are those of the per-record check (the
+    rest goes the per-record way, which names the first error); the common batch it takes."""
+    from mempp.ingest import check_plain, fingerprint, prepare
+
+    texts = [d["text"] for d in docs]
+    plain = check_plain(docs, texts)
+    try:
+        want = prepare([_Record(d) for d in docs], None, None)
+    except mempp.ValidationError:
+        assert plain is None
+        return
+    if plain is not None:
+        fps = [fingerprint(plain.authors[i], t) for i, t in enumerate(plain.texts)]
+        assert plain.rows(fps) == want
+        new = plain.new_rows(fps)
+        assert (new.records, new.texts, new.authors, new.dates) == ([r.record for r in want if r], [r.text for r in want if r], [r.author for r in want if r], [r.date for r in want if r])
+    elif all(d.keys() <= {"text", "date", "author"} and type(d.get("date")) in (str, type(None)) and type(d.get("author")) in (str, type(None)) for d in docs):
+        pytest.fail("a valid batch of plain records was left to the per-record check")
+
+
 def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
     from mempp.ingest import _check_embeddings
 
@@ -187,6 +227,29 @@ def test_normalized_embeddings_equal_those_of_linalg_norm(n, dim, scale, seed):
         want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
         got = _check_embeddings(emb, n, dim)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.one_of(st.integers(1, 48), st.sampled_from([127, 128, 129, 136, 255, 256, 257, 384, 1000, 1536])), st.sampled_from([1e-30, 1e-3, 1.0, 1e3, 1e19, 1e37]), st.integers(0, 2**32 - 1))
+def test_wide_rows_normalize_as_numpy_sums_them(n, dim, scale, seed):
+    """Rows longer than numpy's pairwise block (128) are summed in halves: the compiled
+    normalization follows the same split, bit for bit, and names the first row with a NaN."""
+    from mempp.ingest import _check_embeddings
+
+    rng = np.random.default_rng(seed)
+    emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
+    emb[rng.random(n) < 0.1] = 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
+        got = _check_embeddings(emb, n, dim)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    bad = sorted(set(rng.integers(0, n, 2).tolist()))
+    emb[bad[0], dim - 1] = np.nan
+    emb[bad[-1], 0] = -np.inf
+    with pytest.raises(mempp.ValidationError) as info:
+        _check_embeddings(emb[:, ::1] if seed % 2 else np.asfortranarray(emb), n, dim)
+    assert (info.value.field, info.value.record) == ("embedding", bad[0])
 
 
 @settings(max_examples=300, deadline=None)

@@ -52,5 +52,6 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert s["vector_recall10_vs_float32"] == 1.0
     assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
     assert s["lexical_alone"]["p50_ms"] > 0
+    assert len(s["membw_session_gbs"]) == 2 and min(s["membw_session_gbs"]) > 0  # measured beside the int8 scans
     printed = capsys.readouterr().out
     assert "| 3,000 | hybrid |" in printed and "| 3,000 | lexical_alone |" in printed

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from concurrent.futures import Executor, Future
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import date
 from typing import Any, Iterable, Mapping
 
@@ -136,25 +136,27 @@ class NewRows:
 @dataclass(slots=True)
 class Plain:
     """A batch of plain records checked column by column (:func:`check_plain`): the kept
-    records (non-empty text) and their texts, authors and dates (µs); fingerprints come later."""
+    records (non-empty text) and their texts, authors and dates (µs), and their fingerprints
+    (set by :func:`prepare_batch`)."""
 
     n_records: int
     records: list[int]
     texts: list[str]
     authors: list[str | None]
     dates: list[int | None]
+    fingerprints: list[int] = field(default_factory=list)  # each kept row's, once known
 
-    def rows(self, fps: list[int]) -> list[Row | None]:
-        """The rows :func:`prepare` returns for the same records (``fps``: each kept row's fingerprint)."""
+    def rows(self) -> list[Row | None]:
+        """The rows :func:`prepare` returns for the same records."""
         out: list[Row | None] = [None] * self.n_records
         for i, rec in enumerate(self.records):
-            out[rec] = Row(rec, None, self.texts[i], self.authors[i], self.dates[i], None, None, None, None, (), fps[i])
+            out[rec] = Row(rec, None, self.texts[i], self.authors[i], self.dates[i], None, None, None, None, (), self.fingerprints[i])
         return out
 
-    def new_rows(self, fps: list[int]) -> NewRows:
+    def new_rows(self) -> NewRows:
         n = len(self.records)
         none = [None] * n
-        return NewRows(self.records, none, self.texts, self.authors, self.dates, none, none, none, none, fps)
+        return NewRows(self.records, none, self.texts, self.authors, self.dates, none, none, none, none, self.fingerprints)
 
 
 # The fields of a record :func:`check_plain` takes (an id brings key rules: the per-record path).
@@ -209,21 +211,41 @@ def _encodable(strings: list[str]) -> bool:
     return True
 
 
+class Deferred:
+    """``fn(*args)`` submitted to ``pool``; :meth:`result` runs it on the caller's thread
+    instead when the pool has not started it yet (a thread that would only wait does the work)."""
+
+    def __init__(self, pool: Executor, fn, *args) -> None:
+        self._fn, self._args = fn, args
+        self._future = pool.submit(fn, *args)
+
+    def result(self):
+        if self._future.cancel():  # still queued: compute here
+            done: Future = Future()
+            try:
+                done.set_result(self._fn(*self._args))
+            except BaseException as exc:
+                done.set_exception(exc)
+            self._future = done
+        return self._future.result()
+
+
 def prepare(docs: Iterable[Any], embeddings: Any, dim: int | None) -> list[Row | None]:
     """Check every document; ``None`` marks an empty or whitespace-only text (skipped, as the reference does)."""
     return prepare_batch(docs, embeddings, dim)[0]
 
 
 def prepare_batch(
-    docs: Iterable[Any], embeddings: Any, dim: int | None, pool: Executor | None = None, fingerprints: Future | None = None,
-    texts: list[str] | None = None,
+    docs: Iterable[Any], embeddings: Any, dim: int | None, pool: Executor | None = None,
+    fingerprints: Future | Deferred | None = None, texts: list[str] | None = None,
 ) -> tuple[list[Row | None] | Plain, np.ndarray | None]:
     """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``.
 
     ``pool``: the embeddings are normalized there (numpy releases the GIL) while the records
     are checked here; an embeddings error still comes first, as when they are checked first.
-    ``fingerprints``: a future of :func:`fingerprints` of every record's author and text
-    (:func:`record_fingerprints`), used for the rows of the fast path.
+    ``fingerprints``: a future (or :class:`Deferred`) of :func:`fingerprints` of every record's
+    author and text (:func:`record_fingerprints`), used for the rows of the fast path and of a
+    :class:`Plain` batch.
     ``texts``: every record's text, when every record is a dict with a string text: a batch
     :func:`check_plain` accepts comes back as a :class:`Plain` in place of the rows.
     """
@@ -231,7 +253,12 @@ def prepare_batch(
 
     def check(emb: np.ndarray | None) -> tuple[list[Row | None] | Plain, np.ndarray | None]:
         plain = None if texts is None else check_plain(docs, texts)
-        return (plain, emb) if plain is not None else _check_records(docs, emb, fingerprints)
+        if plain is None:
+            return _check_records(docs, emb, fingerprints)
+        if fingerprints is not None:  # while the embeddings are normalized (a Deferred runs here if not started)
+            got = fingerprints.result()
+            plain.fingerprints = (got if len(plain.records) == plain.n_records else got[plain.records]).tolist()
+        return plain, emb
 
     if pool is None:
         return check(_check_embeddings(embeddings, len(docs), dim))
@@ -249,7 +276,7 @@ def prepare_batch(
     return out
 
 
-def _check_records(docs: list, emb: np.ndarray | None, fps: Future | None) -> tuple[list[Row | None], np.ndarray | None]:
+def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | None) -> tuple[list[Row | None], np.ndarray | None]:
     rows: list[Row | None] = []
     append = rows.append
     plain: list[Row] = []  # fast-path rows, fingerprinted together at the end

@@ -47,7 +47,7 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
+from .ingest import Deferred, NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
@@ -321,15 +321,16 @@ class Store:
         # dropped from the counts after the check; a rejected batch just drops the result).
         pool = ThreadPoolExecutor(max_workers=1)  # the texts' work, in order
         vectors = ThreadPoolExecutor(max_workers=1) if early is not None else pool  # the embeddings'
-        fps = None
         try:
             if early is not None:
-                # Aside too, while the records are checked here: their fingerprints (then their
-                # tokens, needed later) and the embeddings' normalization (compiled or numpy,
-                # releasing the GIL); the texts' bytes are joined once for both of the former.
+                # Aside too, while the records are checked here: their tokens, then their
+                # fingerprints, and the embeddings' normalization (compiled, releasing the GIL);
+                # the texts' bytes are joined once for the first two. The fingerprints are queued
+                # last: a batch checked column by column (quicker than the normalization it waits
+                # for) computes them on this thread if the pool has not started them.
                 ascii = pool.submit(joined_ascii, early)
-                fps = pool.submit(record_fingerprints, docs, early, ascii)
                 all_tokens = pool.submit(lambda: tokenize(early, ascii.result()))
+                fps = Deferred(pool, record_fingerprints, docs, early, ascii)
                 # A batch of plain records is checked column by column (ingest.check_plain).
                 rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps, texts=early)
                 if isinstance(rows, Plain):
@@ -346,7 +347,7 @@ class Store:
             if supplied is not None and len(supplied) and self.index.vector_copy == "int8":
                 # the int8 copy of every record's embedding, used if every record is a new row
                 quantized = vectors.submit(_quantized, supplied)
-            out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, fps)
+            out = self._add_rows(rows, supplied, batch_size, progress, tokens, quantized)
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
@@ -356,16 +357,14 @@ class Store:
         return out
 
     def _add_rows(
-        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None, fps=None
+        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None
     ) -> list[int | None]:
-        """Commit the checked ``rows``, or a :class:`Plain` batch (``fps``: a future of every
-        record's fingerprint, :func:`record_fingerprints`)."""
+        """Commit the checked ``rows``, or a :class:`Plain` batch (its fingerprints set)."""
         self._begin_write()
         snap = self._snap
         ingested = now_us()
         if isinstance(rows, Plain):
-            got = fps.result()
-            fp_list = (got if len(rows.records) == rows.n_records else got[rows.records]).tolist()
+            fp_list = rows.fingerprints
             stored = self._fps
             if len(set(fp_list)) == len(fp_list) and not any(map(stored.__contains__, fp_list)):
                 # No row can re-ingest a stored one or another of the batch, and with no ids none
@@ -377,11 +376,11 @@ class Store:
                     if tokens is not None:
                         tokens = tokens[1]
                     batch = self._build_batch(
-                        rows.new_rows(fp_list), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized
+                        rows.new_rows(), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized
                     )
                     self._commit(batch)
                 return ids
-            rows = rows.rows(fp_list)  # some may be re-ingests: row by row
+            rows = rows.rows()  # some may be re-ingests: row by row
         next_id = snap.n_docs
         results: list[int | None] = []
         new_rows: list[Row] = []

@@ -189,9 +189,9 @@ def test_column_check_of_plain_records_equals_the_row_check(docs):
         assert plain is None
         return
     if plain is not None:
-        fps = [fingerprint(plain.authors[i], t) for i, t in enumerate(plain.texts)]
-        assert plain.rows(fps) == want
-        new = plain.new_rows(fps)
+        plain.fingerprints = [fingerprint(plain.authors[i], t) for i, t in enumerate(plain.texts)]
+        assert plain.rows() == want
+        new = plain.new_rows()
         assert (new.records, new.texts, new.authors, new.dates) == ([r.record for r in want if r], [r.text for r in want if r], [r.author for r in want if r], [r.date for r in want if r])
     elif all(d.keys() <= {"text", "date", "author"} and type(d.get("date")) in (str, type(None)) and type(d.get("author")) in (str, type(None)) for d in docs):
         pytest.fail("a valid batch of plain records was left to the per-record check")
@@ -296,3 +296,29 @@ def test_batch_fingerprints_of_long_texts_equal_fingerprint(pairs):
     from mempp.ingest import fingerprint, fingerprints
 
     assert fingerprints([a for a, _ in pairs], [t for _, t in pairs]).tolist() == [fingerprint(a, t) for a, t in pairs]
+
+
+def test_deferred_runs_on_the_callers_thread_when_the_pool_has_not_started_it():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mempp.ingest import Deferred
+
+    def where(tag):
+        return tag, threading.current_thread().name
+
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aside") as pool:
+        pool.submit(gate.wait)  # the pool is busy: the next task waits in its queue
+        queued = Deferred(pool, where, "queued")
+        assert queued.result() == ("queued", threading.current_thread().name)
+        failing = Deferred(pool, lambda: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            failing.result()
+        with pytest.raises(ZeroDivisionError):  # the same error again, not a second run
+            failing.result()
+        gate.set()
+        started = Deferred(pool, where, "started")
+        pool.submit(lambda: None).result()  # the pool has run it by now
+        tag, name = started.result()
+        assert tag == "started" and name.startswith("aside")

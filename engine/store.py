@@ -47,7 +47,7 @@ from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAUL
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import Deferred, NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
+from .ingest import Deferred, FingerprintIndex, NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
 from .qdates import question_as_of
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
 from .types import LEGS, Hit, Hits, Plan, Record
@@ -144,9 +144,9 @@ class Store:
         # threads may query, get and refresh one Store at once.
         self._state = threading.RLock()
         self._write_mutex = threading.Lock()
-        # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprint -> (doc id, key).
+        # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprints.
         self._keys: dict[str, list[int]] = {}
-        self._fps: dict[int, list[tuple[int, str | None]]] = {}
+        self._fps = FingerprintIndex()
         self._indexed = 0
         info = snapshot.manifest.get("embedder") if snapshot.manifest else None
         if embedder is not None and info is not None:
@@ -365,8 +365,7 @@ class Store:
         ingested = now_us()
         if isinstance(rows, Plain):
             fp_list = rows.fingerprints
-            stored = self._fps
-            if len(set(fp_list)) == len(fp_list) and not any(map(stored.__contains__, fp_list)):
+            if len(set(fp_list)) == len(fp_list) and not self._fps.contains(np.asarray(fp_list, dtype=np.uint64)).any():
                 # No row can re-ingest a stored one or another of the batch, and with no ids none
                 # supersedes: every row is new, as the loop below would find one row at a time.
                 ids: list[int | None] = [None] * rows.n_records
@@ -393,7 +392,8 @@ class Store:
         def active(doc: int) -> bool:
             return doc not in retired and (doc >= snap.n_docs or snap.valid_until[doc] == FOREVER)
 
-        stored_fps = self._fps
+        fps = np.fromiter((r.fingerprint for r in rows if r is not None), dtype=np.uint64)
+        stored_fps = set(fps[self._fps.contains(fps)].tolist())  # the batch's fingerprints some stored row has
         for row in rows:
             if row is None:
                 results.append(None)
@@ -639,14 +639,14 @@ class Store:
             seg = entry.segment
             if entry.base + seg.n <= self._indexed:
                 continue
-            keys = seg.table.column("key").to_pylist()
-            fps = seg.table.column("fingerprint").to_pylist()
-            for row in range(max(self._indexed - entry.base, 0), seg.n):
-                doc = entry.base + row
-                key = keys[row]
-                if key is not None:
-                    self._keys.setdefault(key, []).append(doc)
-                self._fps.setdefault(fps[row], []).append((doc, key))
+            first = max(self._indexed - entry.base, 0)
+            keys = seg.table.column("key")
+            if keys.null_count < seg.n:  # only rows with a key: their doc ids in order
+                has = np.flatnonzero(~keys.is_null().to_numpy()[first:]) + first
+                for row, key in zip(has.tolist(), keys.take(has).to_pylist()):
+                    self._keys.setdefault(key, []).append(entry.base + row)
+            fps = seg.table.column("fingerprint").to_numpy()  # uint64; one chunk: no copy
+            self._fps.extend(fps[first:], entry.base + first)
         self._indexed = snap.n_docs
 
     def _duplicate(self, row: Row, in_batch: list, batch_dates: dict[int, int | None], active) -> int | None:
@@ -657,7 +657,9 @@ class Store:
         and the same date (an exact replay of a superseded version, so re-adding a file never
         brings an old decision back). Rows with different keys are different documents.
         """
-        for doc, key in reversed(self._fps.get(row.fingerprint, []) + in_batch):
+        docs = self._fps.docs_of(row.fingerprint)
+        stored = list(zip(docs.tolist(), self._snap.keys_of(docs).to_pylist())) if len(docs) else []
+        for doc, key in reversed(stored + in_batch):
             if key is not None and row.key is not None and key != row.key:
                 continue
             if active(doc):

@@ -322,3 +322,21 @@ def test_deferred_runs_on_the_callers_thread_when_the_pool_has_not_started_it():
         pool.submit(lambda: None).result()  # the pool has run it by now
         tag, name = started.result()
         assert tag == "started" and name.startswith("aside")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=8), max_size=5), st.lists(st.sampled_from([0, 1, 2, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=6))
+def test_fingerprint_index_equals_a_dict_of_lists(batches, probes):
+    """The writer's sorted fingerprint index, extended batch by batch, against the dict of
+    lists it replaced: membership and each fingerprint's docs in ingest order."""
+    from mempp.ingest import FingerprintIndex
+
+    index, model, first = FingerprintIndex(), {}, 0
+    for batch in batches:
+        index.extend(np.array(batch, dtype=np.uint64), first)
+        for i, fp in enumerate(batch):
+            model.setdefault(fp, []).append(first + i)
+        first += len(batch)
+    assert index.contains(np.array(probes, dtype=np.uint64)).tolist() == [p in model for p in probes]
+    for p in probes:
+        assert index.docs_of(p).tolist() == model.get(p, [])

@@ -215,18 +215,23 @@ def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 9000), st.integers(1, 40), st.sampled_from([1e-30, 1e-3, 1.0, 1e3, 1e19, 1e37]), st.integers(0, 2**32 - 1))
 def test_normalized_embeddings_equal_those_of_linalg_norm(n, dim, scale, seed):
-    """The normalization (squares into one reused buffer) against np.linalg.norm, bit for bit,
-    at magnitudes where squares underflow or overflow, with zero rows."""
+    """The normalization (one compiled pass) against np.linalg.norm, bit for bit, at
+    magnitudes where squares underflow or overflow, with zero rows."""
+    _assert_normalized_as_numpy(np.random.default_rng(seed), n, dim, scale, zero_share=0.05)
+
+
+def _assert_normalized_as_numpy(rng, n: int, dim: int, scale: float, zero_share: float) -> np.ndarray:
+    """Check ``_check_embeddings`` of random rows (some zero) against numpy bit for bit; return the rows."""
     from mempp.ingest import _check_embeddings
 
-    rng = np.random.default_rng(seed)
     emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
-    emb[rng.random(n) < 0.05] = 0
+    emb[rng.random(n) < zero_share] = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         norms = np.linalg.norm(emb, axis=1, keepdims=True)
         want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
         got = _check_embeddings(emb, n, dim)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    return emb
 
 
 @settings(max_examples=200, deadline=None)
@@ -237,13 +242,7 @@ def test_wide_rows_normalize_as_numpy_sums_them(n, dim, scale, seed):
     from mempp.ingest import _check_embeddings
 
     rng = np.random.default_rng(seed)
-    emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
-    emb[rng.random(n) < 0.1] = 0
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        norms = np.linalg.norm(emb, axis=1, keepdims=True)
-        want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
-        got = _check_embeddings(emb, n, dim)
-    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    emb = _assert_normalized_as_numpy(rng, n, dim, scale, zero_share=0.1)
     bad = sorted(set(rng.integers(0, n, 2).tolist()))
     emb[bad[0], dim - 1] = np.nan
     emb[bad[-1], 0] = -np.inf

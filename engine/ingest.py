@@ -370,13 +370,18 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
 class FingerprintIndex:
     """Every indexed document's fingerprint, sorted, with its doc id: the re-ingest check's
     lookups by fingerprint, vectorized over a batch (16 bytes a document, where a dict of
-    lists took about 200 and a Python loop over every stored row to build)."""
+    lists took about 200 and a Python loop over every stored row to build).
 
-    __slots__ = ("fps", "docs")
+    Two sorted runs: the main one and the newest documents'. A commit merges into the newer
+    run only, which merges into the main one once it holds an eighth as many documents, so
+    that a small commit on a large store does not copy the whole index.
+    """
+
+    __slots__ = ("runs",)
 
     def __init__(self) -> None:
-        self.fps = np.zeros(0, dtype=np.uint64)
-        self.docs = np.zeros(0, dtype=np.int64)
+        empty = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+        self.runs = [empty, empty]  # (fingerprints sorted, doc ids): main, newest
 
     def extend(self, fps: np.ndarray, first_doc: int) -> None:
         """Add documents ``first_doc, first_doc + 1, ...`` (newer than every indexed one) with ``fps``."""
@@ -384,25 +389,33 @@ class FingerprintIndex:
         if not len(fps):
             return
         order = np.argsort(fps, kind="stable")
-        new_fps, new_docs = fps[order], first_doc + order.astype(np.int64)
-        # after the equal fingerprints already held: the docs of one fingerprint stay in ingest order
-        at = np.searchsorted(self.fps, new_fps, side="right")
-        self.fps = np.insert(self.fps, at, new_fps)
-        self.docs = np.insert(self.docs, at, new_docs)
+        newest = _merge(self.runs[1], (fps[order], first_doc + order.astype(np.int64)))
+        if len(newest[0]) * 8 > len(self.runs[0][0]):
+            self.runs = [_merge(self.runs[0], newest), (newest[0][:0], newest[1][:0])]
+        else:
+            self.runs[1] = newest
 
     def contains(self, fps: np.ndarray) -> np.ndarray:
         """Whether each of ``fps`` (uint64) is some indexed document's fingerprint."""
         fps = np.asarray(fps, dtype=np.uint64)
-        if not len(self.fps):
-            return np.zeros(len(fps), dtype=np.bool_)
-        pos = np.minimum(np.searchsorted(self.fps, fps), len(self.fps) - 1)
-        return self.fps[pos] == fps
+        out = np.zeros(len(fps), dtype=np.bool_)
+        for run, _ in self.runs:
+            if len(run):
+                out |= run[np.minimum(np.searchsorted(run, fps), len(run) - 1)] == fps
+        return out
 
     def docs_of(self, fp: int) -> np.ndarray:
         """The indexed documents with fingerprint ``fp``, oldest first."""
         key = np.uint64(fp)
-        lo, hi = np.searchsorted(self.fps, key, side="left"), np.searchsorted(self.fps, key, side="right")
-        return self.docs[lo:hi]
+        parts = [docs[np.searchsorted(run, key, side="left") : np.searchsorted(run, key, side="right")] for run, docs in self.runs]
+        return np.concatenate(parts)
+
+
+def _merge(old: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Two sorted (fingerprints, docs) runs as one, ``new``'s documents (all newer) after ``old``'s
+    equal fingerprints, so that the docs of one fingerprint stay in ingest order."""
+    at = np.searchsorted(old[0], new[0], side="right")
+    return np.insert(old[0], at, new[0]), np.insert(old[1], at, new[1])
 
 
 def record_fingerprints(docs: list[dict], texts: list[str], ascii: Future | None = None) -> np.ndarray:

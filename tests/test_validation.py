@@ -323,15 +323,21 @@ def test_deferred_runs_on_the_callers_thread_when_the_pool_has_not_started_it():
         assert tag == "started" and name.startswith("aside")
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=8), max_size=5), st.lists(st.sampled_from([0, 1, 2, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=6))
-def test_fingerprint_index_equals_a_dict_of_lists(batches, probes):
-    """The writer's sorted fingerprint index, extended batch by batch, against the dict of
-    lists it replaced: membership and each fingerprint's docs in ingest order."""
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from([0, 1, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=8), max_size=5),
+    st.lists(st.lists(st.sampled_from([0, 1, 3, 2**63]), max_size=2), max_size=6),
+    st.lists(st.sampled_from([0, 1, 2, 3, 7, 2**63, 2**64 - 1, 12345678901234567890]), max_size=6),
+)
+def test_fingerprint_index_equals_a_dict_of_lists(batches, small, probes):
+    """The writer's sorted fingerprint index, extended batch by batch (a large first batch,
+    then small ones that stay in the newer run until it is an eighth of the main one),
+    against the dict of lists it replaced: membership and each fingerprint's docs in ingest order."""
     from mempp.ingest import FingerprintIndex
 
     index, model, first = FingerprintIndex(), {}, 0
-    for batch in batches:
+    big = [i % 50 for i in range(100)]
+    for batch in [big] + batches + small:
         index.extend(np.array(batch, dtype=np.uint64), first)
         for i, fp in enumerate(batch):
             model.setdefault(fp, []).append(first + i)
@@ -339,3 +345,4 @@ def test_fingerprint_index_equals_a_dict_of_lists(batches, probes):
     assert index.contains(np.array(probes, dtype=np.uint64)).tolist() == [p in model for p in probes]
     for p in probes:
         assert index.docs_of(p).tolist() == model.get(p, [])
+    assert sum(len(run) for run, _ in index.runs) == first

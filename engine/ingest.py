@@ -241,8 +241,8 @@ def prepare_batch(
 ) -> tuple[list[Row | None] | Plain, np.ndarray | None]:
     """:func:`prepare`, and the checked (unit) embeddings as one matrix, row ``i`` for record ``i``.
 
-    ``pool``: the embeddings are normalized there (numpy releases the GIL) while the records
-    are checked here; an embeddings error still comes first, as when they are checked first.
+    ``pool``: the embeddings are normalized there (the compiled kernel releases the GIL) while
+    the records are checked here; an embeddings error still comes first, as when they are checked first.
     ``fingerprints``: a future (or :class:`Deferred`) of :func:`fingerprints` of every record's
     author and text (:func:`record_fingerprints`), used for the rows of the fast path and of a
     :class:`Plain` batch.
@@ -255,9 +255,9 @@ def prepare_batch(
         plain = None if texts is None else check_plain(docs, texts)
         if plain is None:
             return _check_records(docs, emb, fingerprints)
-        if fingerprints is not None:  # while the embeddings are normalized (a Deferred runs here if not started)
-            got = fingerprints.result()
-            plain.fingerprints = (got if len(plain.records) == plain.n_records else got[plain.records]).tolist()
+        # while the embeddings are normalized (a Deferred runs here if the pool has not started it)
+        got = record_fingerprints(docs, texts) if fingerprints is None else fingerprints.result()
+        plain.fingerprints = (got if len(plain.records) == plain.n_records else got[plain.records]).tolist()
         return plain, emb
 
     if pool is None:

@@ -179,7 +179,7 @@ _plain_values = st.one_of(
 def test_column_check_of_plain_records_equals_the_row_check(docs):
     """``check_plain`` takes a batch only when its rows are those of the per-record check (the
     rest goes the per-record way, which names the first error); the common batch it takes."""
-    from mempp.ingest import check_plain, fingerprint, prepare
+    from mempp.ingest import Plain, check_plain, fingerprint, prepare, prepare_batch
 
     texts = [d["text"] for d in docs]
     plain = check_plain(docs, texts)
@@ -192,6 +192,8 @@ def test_column_check_of_plain_records_equals_the_row_check(docs):
         plain.fingerprints = [fingerprint(plain.authors[i], t) for i, t in enumerate(plain.texts)]
         assert plain.rows() == want
         new = plain.new_rows()
+        whole, _ = prepare_batch(docs, None, None, texts=texts)  # with no fingerprints future: computed there
+        assert isinstance(whole, Plain) and whole.rows() == want
         assert (new.records, new.texts, new.authors, new.dates) == ([r.record for r in want if r], [r.text for r in want if r], [r.author for r in want if r], [r.date for r in want if r])
     elif all(d.keys() <= {"text", "date", "author"} and type(d.get("date")) in (str, type(None)) and type(d.get("author")) in (str, type(None)) for d in docs):
         pytest.fail("a valid batch of plain records was left to the per-record check")

@@ -42,6 +42,7 @@ class SegmentEntry:
     _norms: tuple[float, np.ndarray] | None = None  # (avgdl, bm25_norms of the lengths), per snapshot statistics
     _readers: dict | None = None  # column name -> row reader (RowReader), built on first use
     _q8_stats: tuple | None = None  # (byte sum, sum |q8|) per row of q8, built on first use
+    q8_state: str = "none"  # q8 is "mapped" (from its file), "queued" or "resident" (resident.py), "built", "failed"
 
     def q8_stats(self) -> tuple:
         """The int8 copy's per-row byte sums and ``sum |q8|``, and the maxima the error bound
@@ -72,6 +73,23 @@ class SegmentEntry:
         or before it (None when q8 is in row order)."""
         dates = self.q8_dates
         return None if dates is None else np.searchsorted(dates, hi, side="right").astype(np.int64)
+
+    def make_resident(self, stop=None) -> int:
+        """Swap the mapped int8 copy for one in anonymous memory on huge pages (storage/resident.py)
+        and give the mapping's pages back; compute its :meth:`q8_stats` there too. Returns the
+        bytes copied (0 when ``stop`` was set first, the copy staying mapped)."""
+        from .resident import release_pages, resident_copy
+
+        mapped = self.q8
+        copy = resident_copy(mapped, stop)
+        if copy is None:
+            self.q8_state = "mapped"
+            return 0
+        self.q8 = copy  # a query reads q8 once per scan: it runs on either, the same bytes
+        self.q8_state = "resident"
+        release_pages(mapped)
+        self.q8_stats()
+        return copy.nbytes
 
     def norms(self, avgdl: float, k1: float, b: float) -> np.ndarray:
         """BM25 length norms of this segment's rows for the store-wide ``avgdl`` (cached)."""
@@ -347,9 +365,11 @@ class Snapshot:
                         entry.q8_scale = np.empty(len(emb), dtype=np.float32)
                         quantize_rows(emb, entry.q8, entry.q8_scale)
                         entry.q8_order, entry.q8_dates = order, entry.segment.dates[order]
+                        entry.q8_state = "built"
                     elif "q8" in files:
                         q8 = map_table(store / files["q8"].name)
                         entry.q8 = mapped_matrix(q8.column("q"))
+                        entry.q8_state = "mapped"
                         entry.q8_scale = one_array(q8.column("scale")).to_numpy(zero_copy_only=True)
                         if "row" in q8.column_names:  # stored in date order (older stores: row order)
                             entry.q8_order = one_array(q8.column("row")).to_numpy(zero_copy_only=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import sys
 import threading
 from collections import deque
 from typing import Iterable
@@ -62,17 +63,33 @@ def huge_empty(nbytes: int) -> np.ndarray:
     return raw[off : off + nbytes]
 
 
+def _in_read_only_file_mapping(lo: int, hi: int) -> bool:
+    """Whether bytes ``lo .. hi`` lie in one read-only mapping of a file (Linux ``/proc/self/maps``)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                a, b = (int(x, 16) for x in parts[0].split("-"))
+                if a <= lo and hi <= b:
+                    return "w" not in parts[1] and len(parts) == 6 and parts[4] != "0" and parts[5].startswith("/")
+    except OSError:
+        pass
+    return False
+
+
 def release_pages(arr: np.ndarray) -> bool:
-    """Drop this process's page table entries for the whole pages inside ``arr`` (which must lie
-    in a read-only file mapping: its bytes stay in the page cache and fault back in on the next
-    read). Returns whether the OS took the advice."""
+    """Drop this process's page table entries for the whole pages inside ``arr``, when it lies in
+    a read-only file mapping (its bytes stay in the page cache and fault back in on the next read).
+    Anything else is left alone: ``MADV_DONTNEED`` on anonymous memory would zero it under a query
+    still reading it (a column of several chunks is concatenated into memory, not mapped).
+    Returns whether the pages were given back."""
     advice = getattr(mmap, "MADV_DONTNEED", None)
-    if advice is None or os.name != "posix" or arr.nbytes == 0:
+    if advice is None or not sys.platform.startswith("linux") or arr.nbytes == 0:
         return False
     start = arr.ctypes.data
     lo = -(-start // PAGE) * PAGE
     hi = (start + arr.nbytes) // PAGE * PAGE
-    return hi > lo and _madvise(lo, hi - lo, advice)
+    return hi > lo and _in_read_only_file_mapping(lo, hi) and _madvise(lo, hi - lo, advice)
 
 
 def resident_copy(arr: np.ndarray, stop: threading.Event | None = None) -> np.ndarray | None:

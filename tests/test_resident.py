@@ -88,6 +88,11 @@ def test_release_pages_gives_back_the_mapping_and_keeps_the_bytes(tmp_path):
     assert release_pages(mapped)
     assert _mapping_rss_kb(path) < before // 8
     assert np.array_equal(mapped, data)  # read again: faulted back in from the page cache
+    anon = data.copy()
+    assert not release_pages(anon)  # anonymous memory: left alone (DONTNEED would zero it)
+    assert np.array_equal(anon, data)
+    writable = np.memmap(path, dtype=np.uint8, mode="r+")
+    assert not release_pages(writable)  # a writable mapping: left alone
 
 
 def test_queries_equal_the_mapped_store_before_during_and_after_the_copy(tmp_path):

@@ -15,8 +15,8 @@ pages back (:func:`release_pages`: ``MADV_DONTNEED`` on a read-only file mapping
 page table entries only; a later read faults the same bytes in from the page cache), so the
 process's RSS does not count the rows twice. A query reads ``entry.q8`` once per scan: it runs
 on the mapping or on the copy, both the same bytes. (A query still scanning the mapping when its
-pages are given back faults the rest of them in again, and those stay counted until the store
-is closed; a service that calls :meth:`Store.make_resident` before serving has none.) The copy costs the time to fill fresh
+pages are given back faults the rest of them in again, and those stay counted in RSS; a
+service that calls :meth:`Store.make_resident` before serving has none.) The copy costs the time to fill fresh
 memory (1.1 s for 384 MB on this VM, whose host backs each new page on first touch) and is
 made once per segment, on the store's first query or by :meth:`Store.make_resident`.
 """

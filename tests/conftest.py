@@ -19,6 +19,23 @@ def needs_locomo():
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels(tmp_path_factory):
+    """Compile the kernels the write and read paths use once, in this process, before any test.
+
+    numba caches each compiled kernel on disk, but only after compiling it. On a fresh clone the
+    tests' child processes (the CLI, the concurrency workers, the kill loops' writers) would each
+    compile what is not cached yet, and a writer killed while compiling leaves nothing cached for
+    the next one. Cold, this takes about a minute here; warm, a second.
+    """
+    path = tmp_path_factory.mktemp("kernels") / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=128)) as s:
+        s.add([{"id": f"k{i}", "text": f"budget review item {i}", "date": "2024-01-02", "author": "Ann Lee"} for i in range(300)])
+        s.add([{"id": "k0-new", "text": "budget review revised", "date": "2024-03-01", "author": "Ben Ortiz", "supersedes": "k0"}])
+        s.query("budget review", k=3, as_of="2024-02-01")
+        s.query_batch(["budget", "review"], k=3)
+
+
 @pytest.fixture
 def store(tmp_path):
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:

@@ -179,6 +179,41 @@ def test_int8_kernels_agree_bit_for_bit(seed, n, d, frac, k, n_q):
         assert np.array_equal(ra[0], rb[0]) and np.array_equal(ra[1], rb[1])
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 600), st.sampled_from([128, 384]), st.integers(1, 4), st.sampled_from([0, 128, 255]),
+    st.booleans(), st.integers(1, 40),
+)
+def test_int8_scan_skipping_low_halves_keeps_every_tie(seed, n, d, n_patterns, low, positive, k):
+    """The VNNI scan skips a row's low-byte product when the high byte's bound is below the
+    heap's root. Rows from a few patterns (scores tie by the hundred), queries whose low bytes
+    are all 0, 128 or 255 (255 on rows of positive bytes: the bound is the score itself), equal
+    or near-equal scales: the heap and the threshold pass equal the portable kernel's, bit for bit."""
+    rng = np.random.default_rng(seed)
+    lo_b = 1 if positive else -127
+    patterns = rng.integers(lo_b, 128, (n_patterns, d)).astype(np.int8)
+    q8 = np.ascontiguousarray(patterns[rng.integers(0, n_patterns, n)])
+    scale = rng.choice(np.float32([0.5, 0.5, np.nextafter(np.float32(0.5), np.float32(1)), 0.25]), n).astype(np.float32)
+    stats = _stats(q8, scale)
+    mask = (rng.random(n) < 0.8).astype(np.uint8)
+    high = rng.integers(-127, 127, d)
+    qw = high * 256 + low
+    qw[int(rng.integers(0, d))] = 32767  # max |qw| = 32767: qscale 1, qw taken as it is
+    fine = Int8Query(qw.astype(np.float32))
+    assert fine.qscale == 1.0 and np.array_equal(fine.qw, qw)
+    a, v = TopK(k), TopK(k)
+    a.n = masked_dot_topk_q8(q8, scale, fine.qw, np.float32(fine.qscale), mask, 0, k, a.scores, a.ids, a.n, *_all(n))
+    v.n = fine.scan(q8, scale, stats, mask, 0, k, v.scores, v.ids, v.n)
+    fa, fv = a.result(), v.result()
+    assert np.array_equal(fa[0], fv[0]) and np.array_equal(fa[1], fv[1])
+    for t in np.unique(fa[1])[:5]:
+        out = np.empty(n, dtype=np.int64)
+        got = fine.above(q8, scale, stats, mask, 0, float(t), out, 0)
+        want_out = np.empty(n, dtype=np.int64)
+        want = masked_dot_above_q8(q8, scale, fine.qw, np.float32(fine.qscale), mask, 0, np.float32(t), want_out, 0, *_all(n))
+        assert got == want and np.array_equal(out[:got], want_out[:want])
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 2**32 - 1), st.lists(st.integers(1, 700), min_size=1, max_size=3), st.sampled_from([128, 384]),

@@ -33,6 +33,7 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .maxscore import _prefetch
 from .topk import _sift_down, heap_push
 
 INT32_MAX = 2**31 - 1
@@ -48,6 +49,7 @@ PREFETCH_AHEAD = 12
 BATCH_ROWS = 256  # rows per block in batch_scan: 96 KB of 384-byte rows stay in L2 across the queries
 TILE_ROWS = 16  # batch_scan's tiled kernel: rows per tile (the int32 lanes of a zmm register) ...
 TILE_QUERIES = 8  # ... and queries per tile (one accumulator register each)
+PENDING = 16384  # batch_scan's tiled kernel: rows that reached a threshold, taken in bulk (see _take_pending)
 
 
 def _host_has_vnni() -> bool:
@@ -529,6 +531,51 @@ def _key_score(key, ubits, sbits):
     return sbits[0]
 
 
+@intrinsic
+def _lowest_bit(typingctx, x):
+    """The index of the lowest set bit of an int32 (``tzcnt``)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return types.int32(types.int32), codegen
+
+
+@njit(cache=True, nogil=True)
+def _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr) -> int:
+    """Offer :func:`batch_scan_vnni512`'s pending rows (query, global id, score) to their queries'
+    buffers of keys; returns 0 (the pending list emptied).
+
+    The tiles only record the rows that reach their query's threshold, prefetching each one's
+    mask byte (a copy in date order reads the mask row by row: a cache miss each, in a mask of
+    one byte per document and query). Taken here in bulk, the loads have arrived: one row at a
+    time, its branches serialized the misses, and this took half the scan's time. A row reached
+    a threshold at most a block of rows old, which only rises: the keys kept are the same.
+    """
+    sbits = np.empty(1, dtype=np.float32)
+    ubits = sbits.view(np.uint32)
+    cap = buf.shape[1]
+    for i in range(n_pend):
+        b = pend_b[i]
+        gid = pend_g[i]
+        if permuted and masks[mask_rows[b], gid] == 0:
+            continue
+        sbits[0] = pend_s[i] + np.float32(0.0)  # -0.0 as 0.0: equal scores, one key order
+        key = _key(ubits[0], gid)
+        if key <= tkey[b]:
+            continue
+        if fill[b] == cap:
+            k = ks[b]
+            fill[b] = _keep_best(buf[b], fill[b], k)
+            tkey[b] = buf[b, :k].min()
+            thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
+            if key <= tkey[b]:
+                continue
+        buf[b, fill[b]] = key
+        fill[b] += 1
+    return 0
+
+
 if HAS_VNNI512:
 
     @njit(cache=True, nogil=True)
@@ -596,6 +643,10 @@ if HAS_VNNI512:
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
         out_s = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.float32)
         out_bits = np.zeros(TILE_QUERIES, dtype=np.int32)
+        pend_b = np.empty(PENDING, dtype=np.int64)
+        pend_g = np.empty(PENDING, dtype=np.int64)
+        pend_s = np.empty(PENDING, dtype=np.float32)
+        n_pend = 0
         # With ``permuted`` the tile's mask is a staircase: row ``L - stops[b]`` of ``stair``
         # (rows one byte apart) read at column g0 has ones exactly for stored rows g0 + r < stops[b].
         span = n + TILE_ROWS
@@ -649,24 +700,19 @@ if HAS_VNNI512:
                         if bits == 0:
                             continue
                         b = q0 + j
-                        k = ks[b]
-                        for r in range(TILE_ROWS):
-                            if (bits >> r) & 1:
-                                gid = base + order[g0 + r]
-                                if permuted and masks[mask_rows[b], gid] == 0:
-                                    continue
-                                sbits[0] = out_s[j, r] + np.float32(0.0)  # -0.0 as 0.0: equal scores, one key order
-                                key = _key(ubits[0], gid)
-                                if key <= tkey[b]:
-                                    continue
-                                if fill[b] == cap:
-                                    fill[b] = _keep_best(buf[b], fill[b], k)
-                                    tkey[b] = buf[b, :k].min()
-                                    thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
-                                    if key <= tkey[b]:
-                                        continue
-                                buf[b, fill[b]] = key
-                                fill[b] += 1
+                        while bits:  # the set bits, lowest first
+                            r = _lowest_bit(bits)
+                            bits &= bits - 1
+                            gid = base + order[g0 + r]
+                            if permuted:
+                                _prefetch(masks[mask_rows[b]], gid)
+                            pend_b[n_pend] = b
+                            pend_g[n_pend] = gid
+                            pend_s[n_pend] = out_s[j, r]
+                            n_pend += 1
+                    if n_pend > PENDING - TILE_QUERIES * TILE_ROWS:
+                        n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
+            n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
         for b in range(n_q):
             k = ks[b]
             if k <= 0:

@@ -96,6 +96,22 @@ def _sum_words_kernel():
     return _KERNEL[0]
 
 
+class _BandwidthProbe:
+    """One int64 read of 1 GiB (:func:`membw_gbs`'s compiled loop), for probes between rounds of a scan."""
+
+    def __init__(self) -> None:
+        self.words = np.ones(1 << 27, dtype=np.int64)  # 1 GiB, touched
+        _sum_words(self.words[:8])
+
+    def gbs(self) -> float:
+        return self.words.nbytes / _timed(lambda: _sum_words(self.words)) / 1e9
+
+
+def _shares(shares: list[float]) -> dict[str, Any]:
+    """Rounds of a scan against the bandwidth probed beside each: the median share and every round's."""
+    return {"share_side_by_side": round(float(np.median(shares)), 3), "share_rounds": [round(x, 3) for x in shares]}
+
+
 def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -286,49 +302,70 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
 
     # The bandwidth again, here, before and after the int8 scans (the run's first figure comes
     # minutes earlier, before the build; a shared machine's bandwidth drifts): the scans are
-    # compared with the higher of the two, and with the run's first figure too.
+    # compared with the higher of the two, and with the run's first figure too. And side by
+    # side: the scans run in rounds of queries, each between two probes of the bandwidth
+    # (the int64 read of 1 GiB, once), and each round's median rate is compared with the higher
+    # probe beside it; a neighbour's load then slows the round and its probes alike.
     bw_detail: dict[str, list[float]] = {}
     bw_session = [membw_gbs(bw_detail)]
+    probe = _BandwidthProbe()
     full = np.ones(snap.n_docs, dtype=np.uint8)
-    scan_t = []
-    for q in range(min(50, queries, len(as_of))):
-        prepared = Int8Query(qemb[q])
-        t = time.perf_counter()
-        heap = TopK(200)
-        for e in snap.segments:
-            if e.q8 is not None:
-                heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), full, e.base, 200, heap.scores, heap.ids, heap.n, e.q8_order)
-        scan_t.append(time.perf_counter() - t)
+    scan_t: list[float] = []
+    full_shares: list[float] = []
     q8_bytes = sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)
-    int8_full = {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni()} if q8_bytes else None
+    n_full = min(50, queries, len(as_of)) if q8_bytes else 0
+    for r0 in range(0, n_full, 10):
+        before = probe.gbs()
+        times = []
+        for q in range(r0, min(n_full, r0 + 10)):
+            prepared = Int8Query(qemb[q])
+            t = time.perf_counter()
+            heap = TopK(200)
+            for e in snap.segments:
+                if e.q8 is not None:
+                    heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), full, e.base, 200, heap.scores, heap.ids, heap.n, e.q8_order)
+            times.append(time.perf_counter() - t)
+        scan_t += times
+        full_shares.append(q8_bytes / float(np.median(times)) / 1e9 / max(before, probe.gbs()))
+    int8_full = (
+        {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni(), **_shares(full_shares)}
+        if scan_t else None
+    )
     # The masked int8 scan alone with the workload's masks: the rows of each segment's copy
     # dated up to as_of (the span the leg reads), and the candidates among them.
-    masked_t, span_rate, cand_rate, span_frac = [], [], [], []
-    for q in range(min(200, queries, len(as_of))) if q8_bytes else ():
-        opt = P.QueryOptions(k=10, as_of=(as_of[q] + 1) * DAY_US - 1)
-        mask = P.candidate_mask(snap, opt)
-        lo, hi = P.date_bounds(opt)
-        spans = [(e, e.q8_span(lo, hi) or (0, len(e.q8))) for e in snap.segments if e.q8 is not None]
-        prepared = Int8Query(qemb[q])
-        keep = P.int8_keep(opt.depth, int(np.count_nonzero(mask)))  # as the leg keeps
-        t = time.perf_counter()
-        heap = TopK(keep)
-        for e, span in spans:
-            heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), mask, e.base, keep, heap.scores, heap.ids, heap.n, e.q8_order, span)
-        dt = time.perf_counter() - t
-        span_rows = sum(b - a for _, (a, b) in spans)
-        masked_t.append(dt)
-        span_rate.append(span_rows * qemb.shape[1] / dt / 1e9)
-        cand_rate.append(int(np.count_nonzero(mask)) * qemb.shape[1] / dt / 1e9)
-        span_frac.append(span_rows / max(1, snap.n_docs))
+    masked_t, span_rate, cand_rate, span_frac, span_shares = [], [], [], [], []
+    n_masked = min(200, queries, len(as_of)) if q8_bytes else 0
+    for r0 in range(0, n_masked, 20):
+        before = probe.gbs()
+        rates = []
+        for q in range(r0, min(n_masked, r0 + 20)):
+            opt = P.QueryOptions(k=10, as_of=(as_of[q] + 1) * DAY_US - 1)
+            mask = P.candidate_mask(snap, opt)
+            lo, hi = P.date_bounds(opt)
+            spans = [(e, e.q8_span(lo, hi) or (0, len(e.q8))) for e in snap.segments if e.q8 is not None]
+            prepared = Int8Query(qemb[q])
+            keep = P.int8_keep(opt.depth, int(np.count_nonzero(mask)))  # as the leg keeps
+            t = time.perf_counter()
+            heap = TopK(keep)
+            for e, span in spans:
+                heap.n = prepared.scan(e.q8, e.q8_scale, e.q8_stats(), mask, e.base, keep, heap.scores, heap.ids, heap.n, e.q8_order, span)
+            dt = time.perf_counter() - t
+            span_rows = sum(b - a for _, (a, b) in spans)
+            masked_t.append(dt)
+            rates.append(span_rows * qemb.shape[1] / dt / 1e9)
+            cand_rate.append(int(np.count_nonzero(mask)) * qemb.shape[1] / dt / 1e9)
+            span_frac.append(span_rows / max(1, snap.n_docs))
+        span_rate += rates
+        span_shares.append(float(np.median(rates)) / max(before, probe.gbs()))
     bw_session.append(membw_gbs(bw_detail))
     int8_masked = (
         {
             **_ms(masked_t), "span_gbs": round(float(np.median(span_rate)), 2), "candidate_gbs": round(float(np.median(cand_rate)), 2),
-            "span_frac_mean": round(float(np.mean(span_frac)), 3),
+            "span_frac_mean": round(float(np.mean(span_frac)), 3), **_shares(span_shares),
         }
         if masked_t else None
     )
+    del probe
     ann_report = None
     if getattr(snap, "ann", None):
         # The vector leg with the planner's choice (ANN or exact per range) against the exact
@@ -482,15 +519,24 @@ def table(report: dict[str, Any]) -> str:
                     f"{100 * gbs / report['membw_gbs']:.0f}% of the run's first {report['membw_gbs']})"
                 )
 
+            def side(f: dict) -> str:  # rounds of the scan, each against the bandwidth probed beside it
+                rounds = f.get("share_rounds")
+                if not rounds:
+                    return ""
+                return (
+                    f"; side by side with the bandwidth, {100 * f['share_side_by_side']:.0f}% "
+                    f"(median of {len(rounds)} rounds, {100 * min(rounds):.0f}% to {100 * max(rounds):.0f}%)"
+                )
+
             if leg == "vector" and s.get("int8_scan_all_rows"):
                 f = s["int8_scan_all_rows"]
-                note += f"; int8 scan of every row: p50 {f['p50_ms']} ms, {f['gbs']} GB/s = {share(f['gbs'])}{' (VNNI)' if f['vnni'] else ''}"
+                note += f"; int8 scan of every row: p50 {f['p50_ms']} ms, {f['gbs']} GB/s = {share(f['gbs'])}{' (VNNI)' if f['vnni'] else ''}{side(f)}"
             if leg == "vector" and s.get("int8_masked_scan"):
                 f = s["int8_masked_scan"]
                 note += (
                     f"; the masked int8 scan alone (workload masks, copy in date order): p50 {f['p50_ms']} ms, "
                     f"{f['span_gbs']} GB/s over the {100 * f['span_frac_mean']:.0f}% of rows dated up to as_of = "
-                    f"{share(f['span_gbs'])}; {f['candidate_gbs']} GB/s of candidate rows = {100 * f['candidate_gbs'] / bw:.0f}%"
+                    f"{share(f['span_gbs'])}{side(f)}; {f['candidate_gbs']} GB/s of candidate rows = {100 * f['candidate_gbs'] / bw:.0f}%"
                 )
             if leg == "mask":
                 note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"

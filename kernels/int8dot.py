@@ -19,7 +19,9 @@ Integer arithmetic makes the score independent of the instruction set:
 
 Both give the same integers, so the same ranking; :func:`has_vnni` says which runs, and
 ``MEMPP_VNNI=0`` turns the VNNI kernels off. :func:`batch_scan` scores many queries per
-block of rows held in cache (bulk scoring).
+block of rows held in cache (bulk scoring); on CPUs with AMX-INT8 (and a Linux that grants the
+tile state) its sums of 16 queries by 16 rows are one ``tdpbusd`` per 64 bytes of the rows
+(:data:`HAS_AMX`; ``MEMPP_AMX=0`` turns it off), the same integers again.
 """
 
 from __future__ import annotations
@@ -80,6 +82,42 @@ def _host_has_vnni512() -> bool:
 
 
 HAS_VNNI512 = _host_has_vnni512()
+
+
+def _host_has_amx() -> bool:
+    """AMX-INT8 tiles usable here, for :func:`batch_scan`'s tiled kernel: the CPU has them, numba
+    compiles for this CPU, ``MEMPP_AMX`` is not "0", and Linux grants this process the tile
+    state (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, Linux 5.16 and later)."""
+    if not HAS_VNNI512 or os.environ.get("MEMPP_AMX", "1") == "0":
+        return False
+    import llvmlite.binding as llvm
+
+    feats = llvm.get_host_cpu_features()
+    if not (feats.get("amx-int8") and feats.get("amx-tile")):
+        return False
+    try:
+        import ctypes
+        import platform
+
+        if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+            return False
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(158, 0x1023, 18) != 0:  # SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+            return False
+        llvm.initialize_native_asmparser()  # the tile instructions are written as inline assembly
+    except Exception:  # pragma: no cover - no libc, or a kernel without the call
+        return False
+    return True
+
+
+HAS_AMX = _host_has_amx()
+AMX_QUERIES = 16  # queries per AMX tile (its rows); Int8Batch pads its queries to a multiple of this
+# The tile configuration for _amx_dots: palette 1; tiles 0 (int32 sums), 1 (queries) and 2 (rows)
+# each 16 rows of 64 bytes.
+AMX_CONFIG = np.zeros(64, dtype=np.uint8)
+AMX_CONFIG[0] = 1
+AMX_CONFIG[16:22] = np.frombuffer(np.array([64, 64, 64], dtype="<u2").tobytes(), dtype=np.uint8)
+AMX_CONFIG[48:51] = 16
 
 
 def has_vnni() -> bool:
@@ -264,6 +302,125 @@ def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
 
 
 @intrinsic
+def _amx_config(typingctx, cfg):
+    """Load the tile configuration ``cfg`` (64 bytes, :data:`AMX_CONFIG`): ``ldtilecfg``."""
+    sig = types.void(cfg)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i8p]), "ldtilecfg ($0)", "r,~{memory}", side_effect=True)
+        builder.call(asm, [builder.bitcast(a.data, i8p)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _amx_release(typingctx):
+    """Give the tile state back (``tilerelease``)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "tilerelease", "~{memory}", side_effect=True)
+        builder.call(asm, [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _amx_dots(typingctx, qwords, q0, blk, group, out):
+    """``out[m, r] = sum_c qwords[q0 + m, c] . blk[group, c, r]`` for ``m < 16``, ``r < 16`` (int32),
+    the same sums as :func:`_vnni512_tile`, with AMX: per 64 bytes of the rows, one ``tdpbusd``
+    of the 16 queries' bytes (unsigned) by the 16 rows' (signed, four to a word, as ``blk`` holds
+    them: the tile's row ``c`` is words ``c`` of the 16 rows). ``qwords``: rows ``q0 .. q0 + 15``
+    must exist; ``out``: (16, 16) int32, C-contiguous. The configuration is :data:`AMX_CONFIG`.
+    """
+    sig = types.void(qwords, q0, blk, group, out)
+
+    def codegen(context, builder, signature, args):
+        qty, _, bty, _, oty = signature.args
+        qa = context.make_array(qty)(context, builder, args[0])
+        ba = context.make_array(bty)(context, builder, args[2])
+        oa = context.make_array(oty)(context, builder, args[4])
+        zero = context.get_constant(types.intp, 0)
+        i8p = ir.IntType(8).as_pointer()
+        i64 = ir.IntType(64)
+        qp = builder.bitcast(cgutils.get_item_pointer(context, builder, qty, qa, [args[1], zero], wraparound=False), i8p)
+        bp = builder.bitcast(cgutils.get_item_pointer(context, builder, bty, ba, [args[3], zero, zero], wraparound=False), i8p)
+        qstride = builder.mul(builder.extract_value(qa.shape, 1), context.get_constant(types.intp, 4))
+        chunks = builder.udiv(builder.extract_value(ba.shape, 1), context.get_constant(types.intp, 16))
+        outs = ir.LiteralStructType([i8p, i8p, i64])
+        asm = ir.InlineAsm(
+            ir.FunctionType(outs, [i8p, i64, i8p, i64, i8p, i64]),
+            "tilezero %tmm0\n"
+            "1:\n"
+            "tileloadd ($0,$4,1), %tmm1\n"
+            "tileloadd ($1,$8,1), %tmm2\n"
+            "tdpbusd %tmm2, %tmm1, %tmm0\n"
+            "add $$64, $0\n"
+            "add $$1024, $1\n"
+            "dec $2\n"
+            "jnz 1b\n"
+            "tilestored %tmm0, ($7,$8,1)\n",
+            "=&r,=&r,=&r,0,r,1,2,r,r,~{memory},~{dirflag},~{fpsr},~{flags}",
+            side_effect=True,
+        )
+        builder.call(asm, [qp, qstride, bp, chunks, builder.bitcast(oa.data, i8p), context.get_constant(types.intp, 64)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _emit_scored(context, builder, accs, group, q0, sargs, stypes) -> None:
+    """IR scoring ``TILE_QUERIES`` accumulators (pointers to 16 int32 lanes: query ``q0 + j`` · the
+    16 rows of tile ``group``) into ``out_s`` and ``out_bits`` (see :func:`_vnni512_tile_scored`).
+    ``sargs`` / ``stypes``: boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits."""
+    offty, scty, qsty, thty, mty, mrty, _, osty, obty = stypes
+    offa = context.make_array(offty)(context, builder, sargs[0])
+    sca = context.make_array(scty)(context, builder, sargs[1])
+    qsa = context.make_array(qsty)(context, builder, sargs[2])
+    tha = context.make_array(thty)(context, builder, sargs[3])
+    ma = context.make_array(mty)(context, builder, sargs[4])
+    mra = context.make_array(mrty)(context, builder, sargs[5])
+    mcol = sargs[6]
+    osa = context.make_array(osty)(context, builder, sargs[7])
+    oba = context.make_array(obty)(context, builder, sargs[8])
+    i32 = ir.IntType(32)
+    f32 = ir.FloatType()
+    v16 = ir.VectorType(i32, 16)
+    f16 = ir.VectorType(f32, 16)
+    b16 = ir.VectorType(ir.IntType(8), 16)
+    fundef = ir.Constant(f16, ir.Undefined)
+    splat = ir.Constant(v16, [0] * 16)
+    idx0 = context.get_constant(types.int32, 0)
+    r0 = builder.mul(group, context.get_constant(types.intp, TILE_ROWS))
+    offv = builder.load(builder.bitcast(builder.gep(offa.data, [r0]), v16.as_pointer()), align=4)
+    scv = builder.load(builder.bitcast(builder.gep(sca.data, [r0]), f16.as_pointer()), align=4)
+    mstride = builder.extract_value(ma.strides, 0)
+    mbase = builder.bitcast(ma.data, ir.IntType(8).as_pointer())
+    optr = builder.bitcast(osa.data, f16.as_pointer())
+    zero8 = ir.Constant(b16, None)
+    for j, acc in enumerate(accs):
+        qj = builder.add(q0, context.get_constant(types.intp, j))
+        f = builder.sitofp(builder.sub(builder.load(acc, align=4), offv), f16)
+        qs = builder.load(builder.gep(qsa.data, [qj]))
+        t = builder.load(builder.gep(tha.data, [qj]))
+        qsv = builder.shuffle_vector(builder.insert_element(fundef, qs, idx0), fundef, splat)
+        tv = builder.shuffle_vector(builder.insert_element(fundef, t, idx0), fundef, splat)
+        sc = builder.fmul(scv, builder.fmul(qsv, f))
+        builder.store(sc, builder.gep(optr, [context.get_constant(types.intp, j)]), align=4)
+        ge = builder.fcmp_ordered(">=", sc, tv)
+        mrow = builder.load(builder.gep(mra.data, [qj]))
+        mp = builder.gep(mbase, [builder.add(builder.mul(mrow, mstride), mcol)])
+        mv = builder.load(builder.bitcast(mp, b16.as_pointer()), align=1)
+        hit = builder.and_(ge, builder.icmp_unsigned("!=", mv, zero8))
+        bits = builder.zext(builder.bitcast(hit, ir.IntType(16)), i32)
+        builder.store(bits, builder.gep(oba.data, [context.get_constant(types.intp, j)]))
+
+
+@intrinsic
 def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
     """:func:`_vnni512_tile`, then per query ``j`` and row ``r`` of the tile, in vector registers:
     ``out_s[j, r] = bscale[16 group + r] * (qs32[q0 + j] * float32(acc - boff[16 group + r]))``, and bit
@@ -275,47 +432,32 @@ def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, 
     sig = types.void(blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits)
 
     def codegen(context, builder, signature, args):
-        bty, _, qty, _, offty, scty, qsty, thty, mty, mrty, _, osty, obty = signature.args
-        offa = context.make_array(offty)(context, builder, args[4])
-        sca = context.make_array(scty)(context, builder, args[5])
-        qsa = context.make_array(qsty)(context, builder, args[6])
-        tha = context.make_array(thty)(context, builder, args[7])
-        ma = context.make_array(mty)(context, builder, args[8])
-        mra = context.make_array(mrty)(context, builder, args[9])
-        osa = context.make_array(osty)(context, builder, args[11])
-        oba = context.make_array(obty)(context, builder, args[12])
-        i32 = ir.IntType(32)
-        f32 = ir.FloatType()
-        v16 = ir.VectorType(i32, 16)
-        f16 = ir.VectorType(f32, 16)
-        b16 = ir.VectorType(ir.IntType(8), 16)
+        bty, _, qty = signature.args[:3]
         accs = _emit_tile_sums(context, builder, bty, args[0], args[1], qty, args[2], args[3])
-        fundef = ir.Constant(f16, ir.Undefined)
-        splat = ir.Constant(v16, [0] * 16)
-        idx0 = context.get_constant(types.int32, 0)
-        r0 = builder.mul(args[1], context.get_constant(types.intp, TILE_ROWS))
-        offv = builder.load(builder.bitcast(builder.gep(offa.data, [r0]), v16.as_pointer()), align=4)
-        scv = builder.load(builder.bitcast(builder.gep(sca.data, [r0]), f16.as_pointer()), align=4)
-        mstride = builder.extract_value(ma.strides, 0)
-        mbase = builder.bitcast(ma.data, ir.IntType(8).as_pointer())
-        optr = builder.bitcast(osa.data, f16.as_pointer())
-        zero8 = ir.Constant(b16, None)
-        for j, acc in enumerate(accs):
-            qj = builder.add(args[3], context.get_constant(types.intp, j))
-            f = builder.sitofp(builder.sub(builder.load(acc), offv), f16)
-            qs = builder.load(builder.gep(qsa.data, [qj]))
-            t = builder.load(builder.gep(tha.data, [qj]))
-            qsv = builder.shuffle_vector(builder.insert_element(fundef, qs, idx0), fundef, splat)
-            tv = builder.shuffle_vector(builder.insert_element(fundef, t, idx0), fundef, splat)
-            sc = builder.fmul(scv, builder.fmul(qsv, f))
-            builder.store(sc, builder.gep(optr, [context.get_constant(types.intp, j)]), align=4)
-            ge = builder.fcmp_ordered(">=", sc, tv)
-            mrow = builder.load(builder.gep(mra.data, [qj]))
-            mp = builder.gep(mbase, [builder.add(builder.mul(mrow, mstride), args[10])])
-            mv = builder.load(builder.bitcast(mp, b16.as_pointer()), align=1)
-            hit = builder.and_(ge, builder.icmp_unsigned("!=", mv, zero8))
-            bits = builder.zext(builder.bitcast(hit, ir.IntType(16)), i32)
-            builder.store(bits, builder.gep(oba.data, [context.get_constant(types.intp, j)]))
+        _emit_scored(context, builder, accs, args[1], args[3], args[4:], signature.args[4:])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _amx_tile_scored(typingctx, sums, jbase, group, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
+    """:func:`_vnni512_tile_scored` of sums already made: ``sums[group, jbase + j]`` (16 int32) is
+    query ``q0 + j`` · the 16 rows of tile ``group`` (``sums``: (groups, 16, 16) int32, C-contiguous,
+    filled by :func:`_amx_dots`)."""
+    sig = types.void(sums, jbase, group, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits)
+
+    def codegen(context, builder, signature, args):
+        sty = signature.args[0]
+        sa = context.make_array(sty)(context, builder, args[0])
+        zero = context.get_constant(types.intp, 0)
+        v16p = ir.VectorType(ir.IntType(32), 16).as_pointer()
+        accs = []
+        for j in range(TILE_QUERIES):
+            row = builder.add(args[1], context.get_constant(types.intp, j))
+            ptr = cgutils.get_item_pointer(context, builder, sty, sa, [args[2], row, zero], wraparound=False)
+            accs.append(builder.bitcast(ptr, v16p))
+        _emit_scored(context, builder, accs, args[2], args[3], args[4:], signature.args[4:])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -580,7 +722,8 @@ if HAS_VNNI512:
 
     @njit(cache=True, nogil=True)
     def batch_scan_vnni512(
-        q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen, order, permuted, mask_rows, stops
+        q32, scale, rowsum, qwords, qscales, masks, base, ks, heap_s, heap_i, heap_n, floors, stride, seen, order, permuted, mask_rows, stops,
+        amx, amx_config,
     ):
         """:func:`batch_scan_q8` as a tiled int8 matrix product (int8 queries; ``qwords[b]``: ``qw + 128`` as
         int32 words, rows rounded up to a multiple of TILE_QUERIES with any query).
@@ -638,6 +781,13 @@ if HAS_VNNI512:
                 tkey[b] = buf[b, :k].min()
                 thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
         blk = np.empty((BATCH_ROWS // TILE_ROWS, q32.shape[1], TILE_ROWS), dtype=np.int32)
+        # With AMX (``amx``: HAS_AMX, and queries padded to a multiple of AMX_QUERIES), the sums of
+        # 16 queries by each tile of the block are made first, 16 x 16 at a time (_amx_dots), and
+        # each half of them scored as the VNNI tiles are (_amx_tile_scored): the same numbers.
+        amx = amx and n_qt % AMX_QUERIES == 0 and q32.shape[1] % 16 == 0
+        sums = np.empty((BATCH_ROWS // TILE_ROWS, AMX_QUERIES, TILE_ROWS), dtype=np.int32)
+        if amx:
+            _amx_config(amx_config)
         boff = np.zeros(BATCH_ROWS, dtype=np.int32)
         bscale = np.zeros(BATCH_ROWS, dtype=np.float32)
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
@@ -674,12 +824,26 @@ if HAS_VNNI512:
                 bscale[r] = scale[r0 + r]
             n_groups = (r1 - r0 + TILE_ROWS - 1) // TILE_ROWS
             for q0 in range(0, n_qt, TILE_QUERIES):
+                jbase = q0 % AMX_QUERIES
+                if amx and jbase == 0:
+                    last = gstop[q0 // TILE_QUERIES]
+                    if q0 // TILE_QUERIES + 1 < gstop.shape[0]:
+                        last = max(last, gstop[q0 // TILE_QUERIES + 1])
+                    for g in range(n_groups):
+                        g0 = r0 + g * TILE_ROWS
+                        if g0 >= last or min(r1, g0 + TILE_ROWS) - g0 < TILE_ROWS:
+                            break
+                        _amx_dots(qwords, q0, blk, g, sums[g])
                 for g in range(n_groups):
                     g0 = r0 + g * TILE_ROWS
                     g1 = min(r1, g0 + TILE_ROWS)
                     if g0 >= gstop[q0 // TILE_QUERIES]:
                         break
-                    if g1 - g0 == TILE_ROWS and permuted:
+                    if g1 - g0 == TILE_ROWS and amx and permuted:
+                        _amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
+                    elif g1 - g0 == TILE_ROWS and amx:
+                        _amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
+                    elif g1 - g0 == TILE_ROWS and permuted:
                         _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
                     elif g1 - g0 == TILE_ROWS:
                         _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
@@ -713,6 +877,8 @@ if HAS_VNNI512:
                     if n_pend > PENDING - TILE_QUERIES * TILE_ROWS:
                         n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
             n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
+        if amx:
+            _amx_release()
         for b in range(n_q):
             k = ks[b]
             if k <= 0:
@@ -815,13 +981,13 @@ class Int8Batch:
     """Many int8 (bulk-scoring) queries prepared at once: row ``b`` holds the numbers of
     ``Int8Query(queries[b], precise=False)`` (the same operations, on whole arrays).
 
-    ``hi``: the VNNI bytes, rows padded with zero queries to a multiple of ``TILE_QUERIES``.
+    ``hi``: the VNNI bytes, rows padded with zero queries to a multiple of ``AMX_QUERIES``.
     """
 
     def __init__(self, query: np.ndarray, qw: np.ndarray, qscale: np.ndarray):
         self.query, self.qw, self.qscale = query, qw, qscale
         n, d = qw.shape
-        self.hi = np.full((-(-n // TILE_QUERIES) * TILE_QUERIES, d), 128, dtype=np.uint8)  # padding queries: qw = 0
+        self.hi = np.full((-(-n // AMX_QUERIES) * AMX_QUERIES, d), 128, dtype=np.uint8)  # padding queries: qw = 0
         self.hi[:n] = (qw.astype(np.int32) + 128).astype(np.uint8)
 
     @classmethod
@@ -863,14 +1029,15 @@ def tiled_scan_ok(q8, base: int) -> bool:
 
 def batch_scan(
     q8, scale, stats, queries, masks, base, k, heap_s, heap_i, heap_n, tiled: bool = True, floors=None, stride: int = 1, seen=None,
-    order=None, stops=None,
+    order=None, stops=None, amx: bool = True,
 ) -> None:
     """The int8 scan of many int8 queries (an :class:`Int8Batch`, or a list of ``Int8Query(v,
     precise=False)``) over one segment, into heaps ``heap_*[b]``.
 
     ``k``: the heaps' capacity, one for all or one per query (at most ``heap_s.shape[1]``).
     ``tiled``: the tiled matrix-product kernel where the CPU has 512-bit VNNI (the row-by-row
-    kernels otherwise, or when False); all give the same heaps.
+    kernels otherwise, or when False); all give the same heaps. ``amx``: its sums made with
+    AMX tiles where the CPU has them (:data:`HAS_AMX`); the same heaps.
 
     Tiled kernel only (:func:`tiled_scan_ok`): ``floors[b]`` (float32): rows scoring below it
     are not offered to heap ``b``. The heap is then the best ``k[b]`` of the rows at or above
@@ -905,7 +1072,7 @@ def batch_scan(
         hs, hi, hn, sn = (heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop]) if moved else (heap_s, heap_i, heap_n, seen)
         batch_scan_vnni512(
             q8.view(np.int32), scale, stats[0], sq.hi.view(np.int32), sq.qscale, masks, base, ks[by_stop], hs, hi, hn,
-            floors[by_stop], int(stride), sn, order, permuted, by_stop.astype(np.int64), stops[by_stop],
+            floors[by_stop], int(stride), sn, order, permuted, by_stop.astype(np.int64), stops[by_stop], amx and HAS_AMX, AMX_CONFIG,
         )
         if moved:
             heap_s[by_stop], heap_i[by_stop], heap_n[by_stop], seen[by_stop] = hs, hi, hn, sn

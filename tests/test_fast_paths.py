@@ -217,12 +217,13 @@ def test_int8_scan_skipping_low_halves_keeps_every_tie(seed, n, d, n_patterns, l
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 2**32 - 1), st.lists(st.integers(1, 700), min_size=1, max_size=3), st.sampled_from([128, 384]),
-    st.floats(0.0, 1.0), st.integers(1, 19), st.booleans(),
+    st.floats(0.0, 1.0), st.integers(1, 19), st.booleans(), st.booleans(),
 )
-def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac, n_q, scaled_scores):
-    """The tiled int8 kernel (512-bit VNNI, where the CPU has it) against the portable row kernel,
-    query by query: several segments feeding the same heaps, a capacity per query (0 included),
-    partial tiles, query counts that are not a multiple of the tile, ties (equal rows), bit for bit."""
+def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac, n_q, scaled_scores, amx):
+    """The tiled int8 kernel (512-bit VNNI, its sums made with AMX tiles or not, where the CPU has
+    them) against the portable row kernel, query by query: several segments feeding the same heaps,
+    a capacity per query (0 included), partial tiles, query counts that are not a multiple of the
+    tile, ties (equal rows), bit for bit."""
     rng = np.random.default_rng(seed)
     n_docs = sum(sizes) + 3
     masks = (rng.random((n_q, n_docs)) < frac).astype(np.uint8)
@@ -237,7 +238,7 @@ def test_tiled_batch_scan_keeps_the_heaps_of_the_row_kernel(seed, sizes, d, frac
         q8[rng.random(n) < 0.2] = q8[0]  # equal rows: equal scores, the later id first
         scale = (rng.random(n).astype(np.float32) if scaled_scores else np.full(n, 0.01, np.float32))
         stats = segment_stats(q8, scale)
-        batch_scan(q8, scale, stats, queries, masks, base, ks, *tiled)
+        batch_scan(q8, scale, stats, queries, masks, base, ks, *tiled, amx=amx)
         for b, q in enumerate(queries):
             if ks[b]:
                 h = want[b]
@@ -456,14 +457,14 @@ def test_int8_batch_quantizes_as_int8_queries_do(seed, n_q, d, magnitude):
     """Int8Batch.quantize (whole arrays) against Int8Query(v, precise=False) row by row: the same
     integers, scales and VNNI bytes (padded with zero queries), and the same error bounds."""
     from mempp.kernels import Int8Batch
-    from mempp.kernels.int8dot import TILE_QUERIES
+    from mempp.kernels.int8dot import AMX_QUERIES
 
     rng = np.random.default_rng(seed)
     q = (rng.standard_normal((n_q, d)) * magnitude).astype(np.float32)
     if n_q:
         q[0] = 0.0  # a zero query: scale 1
     batch = Int8Batch.quantize(q)
-    assert batch.hi.shape == (-(-n_q // TILE_QUERIES) * TILE_QUERIES, d) and (batch.hi[n_q:] == 128).all()
+    assert batch.hi.shape == (-(-n_q // AMX_QUERIES) * AMX_QUERIES, d) and (batch.hi[n_q:] == 128).all()
     q8 = rng.integers(-127, 128, (50, d)).astype(np.int8)
     stats = segment_stats(q8, rng.random(50).astype(np.float32))
     bounds = batch.error_bounds(stats)

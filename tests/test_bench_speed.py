@@ -52,6 +52,7 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert s["vector_recall10_vs_float32"] == 1.0
     assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
     assert s["lexical_alone"]["p50_ms"] > 0
+    assert len(s["batch"]["qps_runs"]) == 3 and s["batch"]["qps"] == float(np.median(s["batch"]["qps_runs"]))  # the middle run
     assert len(s["membw_session_gbs"]) == 2 and min(s["membw_session_gbs"]) > 0  # measured beside the int8 scans
     assert set(s["membw_session_by_method"]) == {"numpy_sum", "int64_loop"}
     assert s["membw_session_gbs"][0] == max(v[0] for v in s["membw_session_by_method"].values())  # the higher of the two

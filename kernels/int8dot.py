@@ -104,12 +104,17 @@ def _host_has_amx() -> bool:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.syscall(158, 0x1023, 18) != 0:  # SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
             return False
-        llvm.initialize_native_asmparser()  # the tile instructions are written as inline assembly
     except Exception:  # pragma: no cover - no libc, or a kernel without the call
         return False
     return True
 
 
+if HAS_VNNI512:
+    import llvmlite.binding as _llvm
+
+    # batch_scan_vnni512 holds the AMX instructions as inline assembly (run only with HAS_AMX):
+    # compiling it needs the assembler's parser, which numba does not initialize.
+    _llvm.initialize_native_asmparser()
 HAS_AMX = _host_has_amx()
 AMX_QUERIES = 16  # queries per AMX tile (its rows); Int8Batch pads its queries to a multiple of this
 # The tile configuration for _amx_dots: palette 1; tiles 0 (int32 sums), 1 (queries) and 2 (rows)

@@ -789,7 +789,7 @@ if HAS_VNNI512:
         # With AMX (``amx``: HAS_AMX, and queries padded to a multiple of AMX_QUERIES), the sums of
         # 16 queries by each tile of the block are made first, 16 x 16 at a time (_amx_dots), and
         # each half of them scored as the VNNI tiles are (_amx_tile_scored): the same numbers.
-        amx = amx and n_qt % AMX_QUERIES == 0 and q32.shape[1] % 16 == 0
+        amx = amx and n_qt % AMX_QUERIES == 0 and q32.shape[1] % 16 == 0 and q32.shape[1] > 0  # whole 64-byte tiles, at least one
         sums = np.empty((BATCH_ROWS // TILE_ROWS, AMX_QUERIES, TILE_ROWS), dtype=np.int32)
         if amx:
             _amx_config(amx_config)

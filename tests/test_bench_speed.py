@@ -58,6 +58,7 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert s["membw_session_gbs"][0] == max(v[0] for v in s["membw_session_by_method"].values())  # the higher of the two
     # 40 queries: the masked scan in 2 rounds of 20, the every-row scan in 4 rounds of 10, each beside its probes
     assert len(s["int8_masked_scan"]["share_rounds"]) == 2 and len(s["int8_scan_all_rows"]["share_rounds"]) == 4
-    assert s["int8_masked_scan"]["share_side_by_side"] == round(float(np.median(s["int8_masked_scan"]["share_rounds"])), 3)
+    # the median of the rounds (each figure rounded to 3 places apart: they may differ in the last one)
+    assert abs(s["int8_masked_scan"]["share_side_by_side"] - float(np.median(s["int8_masked_scan"]["share_rounds"]))) <= 0.001
     printed = capsys.readouterr().out
     assert "| 3,000 | hybrid |" in printed and "| 3,000 | lexical_alone |" in printed

@@ -689,7 +689,7 @@ def _lowest_bit(typingctx, x):
 
 
 @njit(cache=True, nogil=True)
-def _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr) -> int:
+def _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr, ubits, sbits) -> int:
     """Offer :func:`batch_scan_vnni512`'s pending rows (query, global id, score) to their queries'
     buffers of keys; returns 0 (the pending list emptied).
 
@@ -698,9 +698,8 @@ def _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks
     one byte per document and query). Taken here in bulk, the loads have arrived: one row at a
     time, its branches serialized the misses, and this took half the scan's time. A row reached
     a threshold at most a block of rows old, which only rises: the keys kept are the same.
+    ``ubits`` / ``sbits``: the caller's scratch for :func:`_key_score`.
     """
-    sbits = np.empty(1, dtype=np.float32)
-    ubits = sbits.view(np.uint32)
     cap = buf.shape[1]
     for i in range(n_pend):
         b = pend_b[i]
@@ -880,8 +879,8 @@ if HAS_VNNI512:
                             pend_s[n_pend] = out_s[j, r]
                             n_pend += 1
                     if n_pend > PENDING - TILE_QUERIES * TILE_ROWS:
-                        n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
-            n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr)
+                        n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr, ubits, sbits)
+            n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr, ubits, sbits)
         if amx:
             _amx_release()
         for b in range(n_q):

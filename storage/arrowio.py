@@ -1,4 +1,4 @@
-"""Small helpers to write a table to Arrow IPC bytes and to memory-map one back."""
+"""Small helpers to memory-map an Arrow IPC file back (``manifest.write_table_file`` writes them)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-
-def encode_table(table: pa.Table) -> memoryview:
-    return ipc_file(table.schema, lambda writer: writer.write_table(table))
-
-
-def ipc_file(schema: pa.Schema, write) -> memoryview:
-    """Arrow IPC file bytes of what ``write(writer)`` writes, in one buffer of the exact size.
-
-    A counting pass (no copy) sizes the buffer, so the data is copied once, not grown in
-    steps and then copied out to ``bytes`` (for a segment, hundreds of MB twice over).
-    """
-    counter = pa.MockOutputStream()
-    with pa.ipc.new_file(counter, schema) as writer:
-        write(writer)
-    buf = pa.allocate_buffer(counter.size())
-    with pa.ipc.new_file(pa.FixedSizeBufferWriter(buf), schema) as writer:
-        write(writer)
-    return memoryview(buf)
 
 
 def map_table(path: Path) -> pa.Table:

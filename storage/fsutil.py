@@ -133,19 +133,34 @@ def replace(src: Path, dst: Path) -> None:
 
 def write_new_file(path: Path, data: bytes | memoryview) -> None:
     """Create ``path`` (it must not exist), write ``data`` and fsync it."""
-    if _hook is not None:
-        _call("create", path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    fd = create_new(path)
     try:
-        view = memoryview(data)
-        if _hook is not None:
-            _call("write", path, data=bytes(view))
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        _fsync(fd, path, "fsync")
+        write_all(fd, path, data)
+        fsync_file(fd, path)
     finally:
         os.close(fd)
+
+
+def create_new(path: Path) -> int:
+    """Create ``path`` for writing (it must not exist, nor be a link); returns the descriptor (the caller closes it)."""
+    if _hook is not None:
+        _call("create", path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+
+
+def write_all(fd: int, path: Path, data: bytes | memoryview) -> None:
+    """Append all of ``data`` to ``fd`` (the file at ``path``; a short write is continued)."""
+    view = memoryview(data).cast("B")
+    if _hook is not None:
+        _call("write", path, data=bytes(view))
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def fsync_file(fd: int, path: Path) -> None:
+    """fsync a file written through :func:`create_new` (a failure raises :class:`FsyncError`)."""
+    _fsync(fd, path, "fsync")
 
 
 def atomic_replace(path: Path, data: bytes, step: str = "") -> None:

@@ -10,13 +10,17 @@ they recorded it, else sha256).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from .errors import CorruptStoreError, StoreError
-from .fsutil import atomic_replace, failpoint, fsync_dir, sha256_bytes, unlink, write_new_file
+from .fsutil import atomic_replace, create_new, failpoint, fsync_dir, fsync_file, sha256_bytes, unlink, write_all, write_new_file
 
 FORMAT = 1
 CURRENT = "CURRENT"
@@ -69,6 +73,107 @@ def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
         write_new_file(path, data)
         sha, wide = digests.result()
         return FileRef(name, len(data), sha, wide64=wide)
+
+
+def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch) -> FileRef:
+    """Write ``data`` as a new immutable Arrow IPC file (fsynced) and return its reference.
+
+    The file is written as pyarrow serializes it, piece by piece (each column buffer handed
+    over as it is, not copied into one buffer of the whole file first: a segment's is
+    hundreds of MB, and fresh memory is what a write costs most on a virtual machine), and
+    the pieces are hashed in the same order (see :class:`_HashingSink`).
+    """
+    path = store / name
+    unlink(path)  # as write_file: only a commit that failed before publishing can have left it
+    fd = create_new(path)
+    try:
+        sink = _HashingSink(fd, path)
+        try:
+            with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
+                writer.write(data)
+            size, sha, wide = sink.finish()
+        finally:
+            sink.shutdown()
+        fsync_file(fd, path)
+    finally:
+        os.close(fd)
+    return FileRef(name, size, sha, wide64=wide)
+
+
+class _HashingSink:
+    """The file object pyarrow writes an IPC file through: each piece goes to the file as it
+    comes, and into both checksums (sha256, wide64) in the same order.
+
+    Small pieces (the IPC framing, short columns) are gathered up to ``SMALL`` bytes before
+    they are written. Once a piece of ``BIG`` bytes or more comes, the hashing moves to a
+    thread (hashlib and the wide64 kernel release the GIL) that follows the writes, one
+    piece behind; the pieces are pyarrow buffers or ``bytes``, immutable while referenced.
+    """
+
+    SMALL = 64 << 10
+    BIG = 1 << 20
+
+    def __init__(self, fd: int, path: Path) -> None:
+        from mempp.kernels.checksum import Wide64
+
+        self.fd, self.path = fd, path
+        self.sha, self.wide = hashlib.sha256(), Wide64()
+        self.size = 0
+        self.small = bytearray()
+        self.pool: ThreadPoolExecutor | None = None
+        self.hashed: list[Future] = []
+        self.closed = False
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        if len(view) < self.SMALL:
+            self.small += view
+            if len(self.small) >= self.SMALL:
+                self._flush()
+        else:
+            self._flush()
+            self._put(view)
+        self.size += len(view)
+        return len(view)
+
+    def _flush(self) -> None:
+        if self.small:
+            data = bytes(self.small)
+            self.small.clear()
+            self._put(memoryview(data))
+
+    def _put(self, view: memoryview) -> None:
+        if self.pool is None and len(view) >= self.BIG:
+            self.pool = ThreadPoolExecutor(max_workers=1)
+        if self.pool is not None:
+            self.hashed.append(self.pool.submit(self._hash, view))
+        else:
+            self._hash(view)
+        write_all(self.fd, self.path, view)
+
+    def _hash(self, view: memoryview) -> None:
+        self.sha.update(view)
+        self.wide.update(view)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass  # pieces are written as they come; the caller fsyncs
+
+    def close(self) -> None:
+        self.closed = True  # the descriptor is the caller's
+
+    def finish(self) -> tuple[int, str, str]:
+        """Write what is gathered; (size, sha256, wide64) of everything written."""
+        self._flush()
+        for f in self.hashed:
+            f.result()
+        return self.size, self.sha.hexdigest(), self.wide.hexdigest()
+
+    def shutdown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)  # the hashing of what was written: short, and it holds the pieces
 
 
 def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import encode_table, map_table
+from .arrowio import map_table
 
 
 @dataclass
@@ -77,8 +77,8 @@ class Postings:
         dfs = np.where(found, self.dfs[pos], 0).astype(np.int64)
         return starts, starts + dfs, dfs
 
-    def encode(self) -> tuple[bytes, bytes]:
-        """(postings file, term index file) as Arrow IPC bytes."""
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """(postings file, term index file) as the Arrow tables they hold."""
         post = pa.table({"doc": pa.array(self.docs, pa.int32()), "tf": pa.array(self.tfs, pa.uint32())})
         index = pa.table(
             {
@@ -87,7 +87,7 @@ class Postings:
                 "df": pa.array(self.dfs, pa.int32()),
             }
         )
-        return encode_table(post), encode_table(index)
+        return post, index
 
     @classmethod
     def open(cls, post_path: Path, index_path: Path) -> "Postings":

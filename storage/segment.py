@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import ipc_file, mapped_matrix
+from .arrowio import mapped_matrix
 
 TS = pa.timestamp("us", tz="UTC")
 NAT = np.iinfo(np.int64).min  # "undated" in int64 microsecond arrays
@@ -40,8 +40,8 @@ def segment_schema(dim: int) -> pa.Schema:
     )
 
 
-def encode_segment(columns: dict, embeddings: np.ndarray) -> memoryview:
-    """Serialize one commit's rows to Arrow IPC file bytes."""
+def segment_batch(columns: dict, embeddings: np.ndarray) -> pa.RecordBatch:
+    """One commit's rows as the record batch its segment file holds (the embeddings not copied when float32 and contiguous)."""
     dim = embeddings.shape[1]
     schema = segment_schema(dim)
     arrays = []
@@ -51,8 +51,7 @@ def encode_segment(columns: dict, embeddings: np.ndarray) -> memoryview:
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
         else:
             arrays.append(pa.array(columns[field.name], type=field.type))
-    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-    return ipc_file(schema, lambda writer: writer.write_batch(batch))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 @dataclass

@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import encode_table
 from .errors import StoreWriteError
 from .fsutil import FsyncError, failpoint, fsync_dir, mkdir
-from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file
+from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file, write_table_file
 from .postings import Postings
-from .segment import NAT, TS, date_order, encode_segment
+from .segment import NAT, TS, date_order, segment_batch
 
 
 @dataclass
@@ -69,10 +68,10 @@ def q8_table(q8: np.ndarray, scale: np.ndarray, dates: np.ndarray) -> pa.Table:
     )
 
 
-def _q8_file(batch: "CommitBatch") -> memoryview:
+def _q8_file(batch: "CommitBatch") -> pa.Table:
     q8, scale = batch.quantized
     dates = pa.array(batch.columns["date"], pa.int64()).fill_null(NAT).to_numpy()  # µs, NAT when undated
-    return encode_table(q8_table(q8, scale, dates))
+    return q8_table(q8, scale, dates)
 
 
 def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
@@ -126,25 +125,25 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
         aside = batch.n_docs >= PARALLEL_WRITES
 
         def postings_files():
-            post, index = Postings.build_flat(*batch.flat_terms).encode()
+            post, index = Postings.build_flat(*batch.flat_terms).tables()
             if not aside:
                 return post, index
-            return write_file(store, f"{stem}.post.arrow", post), write_file(store, f"{stem}.terms.arrow", index)
+            return write_table_file(store, f"{stem}.post.arrow", post), write_table_file(store, f"{stem}.terms.arrow", index)
 
         with ThreadPoolExecutor(max_workers=1) as pool:
             postings = pool.submit(postings_files)
             q8 = None
             if aside and batch.quantized is not None:  # after the postings, in the same thread
-                q8 = pool.submit(lambda: write_file(store, f"{stem}.q8.arrow", _q8_file(batch)))
-            files["docs"] = write_file(store, f"{stem}.docs.arrow", encode_segment(batch.columns, batch.embeddings)).to_json()
+                q8 = pool.submit(lambda: write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch)))
+            files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings)).to_json()
             failpoint("after_docs_fsync")
             post, index = postings.result()
             if not aside:
-                post = write_file(store, f"{stem}.post.arrow", post)
+                post = write_table_file(store, f"{stem}.post.arrow", post)
             files["post"] = post.to_json()
             failpoint("after_post_fsync")
             if not aside:
-                index = write_file(store, f"{stem}.terms.arrow", index)
+                index = write_table_file(store, f"{stem}.terms.arrow", index)
             files["index"] = index.to_json()
             failpoint("after_terms_fsync")
             if batch.window_rows is not None and len(batch.window_rows):
@@ -156,10 +155,10 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                         "embedding": pa.FixedSizeListArray.from_arrays(flat, dim),
                     }
                 )
-                files["win"] = write_file(store, f"{stem}.win.arrow", encode_table(table)).to_json()
+                files["win"] = write_table_file(store, f"{stem}.win.arrow", table).to_json()
                 failpoint("after_win_fsync")
             if batch.quantized is not None:
-                ref = q8.result() if q8 is not None else write_file(store, f"{stem}.q8.arrow", _q8_file(batch))
+                ref = q8.result() if q8 is not None else write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch))
                 files["q8"] = ref.to_json()
                 failpoint("after_q8_fsync")
         entry["first_doc"] = int(batch.columns["doc_id"][0])
@@ -167,7 +166,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
         total_length += int(sum(batch.columns["length"]))
     if batch.new_terms:
         table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
-        files["dict"] = write_file(store, f"{stem}.dict.arrow", encode_table(table)).to_json()
+        files["dict"] = write_table_file(store, f"{stem}.dict.arrow", table).to_json()
         failpoint("after_dict_fsync")
     if batch.supersessions:
         old, new, eff, rec = zip(*batch.supersessions)
@@ -179,7 +178,7 @@ def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
                 "recorded_at": pa.array(rec, pa.int64()).cast(TS),
             }
         )
-        files["sup"] = write_file(store, f"{stem}.sup.arrow", encode_table(table)).to_json()
+        files["sup"] = write_table_file(store, f"{stem}.sup.arrow", table).to_json()
         failpoint("after_sup_fsync")
     if batch.ann is not None:
         first, n, params, data = batch.ann

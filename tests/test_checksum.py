@@ -222,3 +222,53 @@ def test_wide64_file_reads_where_the_kernel_cannot_populate_a_map(tmp_path, monk
         pytest.skip("the memory-mapped path runs on Linux only")
     monkeypatch.setattr(checksum, "MADV_POPULATE_READ", 12345)  # an advice no kernel knows: EINVAL
     assert wide64_file(path, window=4 << 20) == wide64_bytes(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=20_000), st.lists(st.integers(0, 9000), max_size=12), st.integers(0, 7))
+def test_wide64_fed_in_pieces_equals_wide64_of_the_whole(data, cuts, skew):
+    """Wide64 (what a file written piece by piece is hashed with) over any split of the bytes,
+    pieces starting at any address (``skew``): the checksum of the whole."""
+    from mempp.kernels.checksum import Wide64
+
+    h = Wide64()
+    at = 0
+    for cut in sorted(set(cuts)) + [len(data)]:
+        if cut < at or cut > len(data):
+            continue
+        h.update(memoryview(bytes(skew) + data[at:cut])[skew:])  # an odd offset into its buffer
+        at = cut
+    assert h.hexdigest() == wide64_bytes(data) == wide64_model(data)
+
+
+@pytest.mark.parametrize("rows", [0, 3, 70_000])
+def test_an_arrow_file_written_in_pieces_holds_what_a_buffer_writer_gives(tmp_path, rows):
+    """write_table_file streams a table through pyarrow into the file and hashes the pieces (in
+    a thread once one is 1 MiB or more): the bytes equal those of pyarrow's buffer writer, and
+    the reference's size and checksums are the file's."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from mempp.storage.manifest import write_table_file
+
+    rng = np.random.default_rng(rows)
+    emb = rng.standard_normal((rows, 8)).astype(np.float32)
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(rows, dtype=np.uint64)),
+            "text": pa.array([f"doc {i}" * (i % 5) for i in range(rows)], pa.large_string()),
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1)), 8),
+        }
+    )
+    if rows:
+        table = pa.concat_tables([table.slice(0, rows // 3), table.slice(rows // 3)])  # two record batches
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write(table)
+    expected = sink.getvalue().to_pybytes()
+    ref = write_table_file(tmp_path, "t.arrow", table)
+    got = (tmp_path / "t.arrow").read_bytes()
+    assert got == expected
+    assert (ref.name, ref.size, ref.sha256, ref.wide64) == ("t.arrow", len(got), hashlib.sha256(got).hexdigest(), wide64_bytes(got))
+    assert pa.ipc.open_file(pa.py_buffer(got)).read_all().equals(table)

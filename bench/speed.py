@@ -101,6 +101,18 @@ def _shares(shares: list[float]) -> dict[str, Any]:
     return {"share_side_by_side": round(float(np.median(shares)), 3), "share_rounds": [round(x, 3) for x in shares]}
 
 
+def fresh_memory_gbs(nbytes: int = 256 << 20) -> float:
+    """How fast this process fills memory it has not used before (``numpy.ones``, timed).
+
+    What a write of new data costs beyond the copy: allocation, page faults, zeroing, and on
+    a virtual machine the host backing the pages. On the machines of 2026-12-01 this ran at
+    0.3 to 1.2 GB/s (the host takes freed pages back) where a copy within touched memory runs
+    at 10 or more: ingest, which writes every document's bytes to new memory and new file pages,
+    moves with it, so the bench reports it beside the ingest rate.
+    """
+    return round(nbytes / _timed(lambda: np.ones(nbytes // 8, dtype=np.float64)) / 1e9, 2)
+
+
 def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -128,6 +140,7 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
         with mempp.Store.open(Path(tmp) / "s", embedder=mempp.HashEmbedder(dim=384)) as warm:
             warm.add(warm_docs, embeddings=np.ascontiguousarray(w.emb[:m]))
         warm_s = time.perf_counter() - t
+    fresh = fresh_memory_gbs()
     store = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=384))  # embeddings are supplied
     step = 50_000
     add_s = 0.0
@@ -151,6 +164,7 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
         "ingest_docs_per_s": round(n / add_s, 1),
         "ingest_s": round(add_s, 2),
         "warmup_add_s": round(warm_s, 3),
+        "fresh_memory_gbs": fresh,
         "warmup_docs": m,
         "ingest_docs_per_s_with_warmup": round(n / (add_s + warm_s), 1),
         "supersede_s": round(sup_s, 2),
@@ -482,6 +496,8 @@ def table(report: dict[str, Any]) -> str:
         ann_b = f"; HNSW build {r['build']['ann_build_s']} s" if "ann_build_s" in r["build"] else ""
         b = r["build"]
         warm = f" (the process's first add, {b['warmup_docs']:,} documents into a scratch store, took {b['warmup_add_s']} s: with it, {b['ingest_docs_per_s_with_warmup']:,.0f} docs/s)" if "warmup_add_s" in b else ""
+        if "fresh_memory_gbs" in b:
+            warm += f"; memory not used before filled at {b['fresh_memory_gbs']} GB/s (bench.speed.fresh_memory_gbs)"
         lines.append(f"| {n} | ingest, embeddings supplied | | | | {b['ingest_docs_per_s']:,.0f} docs/s{warm}{ann_b} |")
         lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB{_resident_note(s)} |")
         for leg in ("mask", *LEXICAL_ROWS, "vector", "hybrid"):

@@ -51,6 +51,7 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert s["lexical_k10_equal_numpy_oracle"] == 40
     assert s["vector_recall10_vs_float32"] == 1.0
     assert run["build"]["store_mb"] > 0 and s["open_s"] > 0
+    assert run["build"]["fresh_memory_gbs"] > 0
     assert s["lexical_alone"]["p50_ms"] > 0
     assert len(s["batch"]["qps_runs"]) == 3 and s["batch"]["qps"] == float(np.median(s["batch"]["qps_runs"]))  # the middle run
     assert len(s["membw_session_gbs"]) == 2 and min(s["membw_session_gbs"]) > 0  # measured beside the int8 scans
@@ -62,3 +63,4 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     assert abs(s["int8_masked_scan"]["share_side_by_side"] - float(np.median(s["int8_masked_scan"]["share_rounds"]))) <= 0.001
     printed = capsys.readouterr().out
     assert "| 3,000 | hybrid |" in printed and "| 3,000 | lexical_alone |" in printed
+    assert f"memory not used before filled at {run['build']['fresh_memory_gbs']} GB/s" in printed

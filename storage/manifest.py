@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,9 +105,9 @@ class _HashingSink:
     comes, and into both checksums (sha256, wide64) in the same order.
 
     Small pieces (the IPC framing, short columns) are gathered up to ``SMALL`` bytes before
-    they are written. Once a piece of ``BIG`` bytes or more comes, the hashing moves to a
-    thread (hashlib and the wide64 kernel release the GIL) that follows the writes, one
-    piece behind; the pieces are pyarrow buffers or ``bytes``, immutable while referenced.
+    they are written. A piece of ``BIG`` bytes or more is hashed in a thread while it is
+    written here (hashlib and the wide64 kernel release the GIL), and ``write`` returns only
+    when both are done: pyarrow may reuse what it handed over once the call returns.
     """
 
     SMALL = 64 << 10
@@ -121,7 +121,6 @@ class _HashingSink:
         self.size = 0
         self.small = bytearray()
         self.pool: ThreadPoolExecutor | None = None
-        self.hashed: list[Future] = []
         self.closed = False
 
     def write(self, data) -> int:
@@ -143,13 +142,17 @@ class _HashingSink:
             self._put(memoryview(data))
 
     def _put(self, view: memoryview) -> None:
-        if self.pool is None and len(view) >= self.BIG:
-            self.pool = ThreadPoolExecutor(max_workers=1)
-        if self.pool is not None:
-            self.hashed.append(self.pool.submit(self._hash, view))
-        else:
+        if len(view) < self.BIG:
             self._hash(view)
-        write_all(self.fd, self.path, view)
+            write_all(self.fd, self.path, view)
+            return
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=1)
+        hashed = self.pool.submit(self._hash, view)
+        try:
+            write_all(self.fd, self.path, view)
+        finally:
+            hashed.result()
 
     def _hash(self, view: memoryview) -> None:
         self.sha.update(view)
@@ -167,13 +170,11 @@ class _HashingSink:
     def finish(self) -> tuple[int, str, str]:
         """Write what is gathered; (size, sha256, wide64) of everything written."""
         self._flush()
-        for f in self.hashed:
-            f.result()
         return self.size, self.sha.hexdigest(), self.wide.hexdigest()
 
     def shutdown(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True)  # the hashing of what was written: short, and it holds the pieces
+            self.pool.shutdown()
 
 
 def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:

@@ -243,9 +243,9 @@ def test_wide64_fed_in_pieces_equals_wide64_of_the_whole(data, cuts, skew):
 
 @pytest.mark.parametrize("rows", [0, 3, 70_000])
 def test_an_arrow_file_written_in_pieces_holds_what_a_buffer_writer_gives(tmp_path, rows):
-    """write_table_file streams a table through pyarrow into the file and hashes the pieces (in
-    a thread once one is 1 MiB or more): the bytes equal those of pyarrow's buffer writer, and
-    the reference's size and checksums are the file's."""
+    """write_table_file streams a table through pyarrow into the file and hashes the pieces (a
+    piece of 1 MiB or more in a thread while it is written): the bytes equal those of pyarrow's
+    buffer writer, and the reference's size and checksums are the file's."""
     import hashlib
 
     import pyarrow as pa

@@ -25,7 +25,11 @@ from numba import njit
 DAY_US = 86_400 * 10**6
 NO_DAY = np.iinfo(np.int32).max  # undated, or never retired
 MAX_CHECKPOINTS = 64  # bitsets kept per version: at most 64 bits a document (8 MB on 1M documents)
-EVENTS_PER_CHECKPOINT = 8192  # and no closer than this many date or retirement events apart
+# and no closer than this many date or retirement events apart. A mask writes the events since
+# its checkpoint one by one (random stores into its n bytes): at 100k documents, 2,048 (54
+# checkpoints, 0.7 MB) made a mask 14.6 us against 23.1 with 8,192 (13, 0.2 MB); at 1M the
+# 64 checkpoints set the spacing (17k events).
+EVENTS_PER_CHECKPOINT = 2048
 
 # _UNPACK[b]: the eight mask bytes (0 or 1, one per document) of bitset byte b, as one word.
 _UNPACK = np.array([sum(((b >> k) & 1) << (8 * k) for k in range(8)) for b in range(256)], dtype=np.uint64)

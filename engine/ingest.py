@@ -55,7 +55,10 @@ _UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.spl
 def fingerprint(author: str | None, text: str) -> int:
     """Identity of a re-ingest: the author and the text with whitespace normalized."""
     norm = " ".join(text.split()) if _unnormalized(text) else text
-    data = (author or "").encode("utf-8") + b"\x00" + norm.encode("utf-8")
+    # surrogatepass: the same bytes as UTF-8 for every string a stored row can hold; a lone
+    # surrogate (refused by the check, or in the author of a record skipped for its empty
+    # text) still hashes when fingerprints are computed ahead of the check, rather than raising.
+    data = (author or "").encode("utf-8", "surrogatepass") + b"\x00" + norm.encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mempp
@@ -167,6 +167,7 @@ _plain_values = st.one_of(
 
 
 @settings(max_examples=500, deadline=None)
+@example(docs=[{"text": "", "author": "\ud800"}])  # skipped for its text: its author must not raise in the fingerprints
 @given(
     st.lists(
         st.fixed_dictionaries(
@@ -348,3 +349,15 @@ def test_fingerprint_index_equals_a_dict_of_lists(batches, small, probes):
     for p in probes:
         assert index.docs_of(p).tolist() == model.get(p, [])
     assert sum(len(run) for run, _ in index.runs) == first
+
+
+def test_a_big_batch_skips_an_empty_text_whatever_its_author(tmp_path):
+    """A batch of 2,000 records or more fingerprints every record ahead of the check, in a
+    thread: a record skipped for its whitespace-only text, with a lone surrogate for author,
+    is skipped there as it is one record at a time, and the rest are added."""
+    docs = [{"text": f"document {i}"} for i in range(2500)]
+    docs[7] = {"text": " ", "author": "\ud800"}
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=8)) as store:
+        ids = store.add(docs)
+        assert ids[7] is None and sum(i is not None for i in ids) == 2499
+        assert store.add(docs[7:8]) == [None]  # the one-record path agrees

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .errors import CorruptStoreError, StoreError
-from .fsutil import atomic_replace, create_new, failpoint, fsync_dir, fsync_file, sha256_bytes, unlink, write_all, write_new_file
+from .fsutil import atomic_replace, create_new, failpoint, fsync_dir, fsync_file, sha256_bytes, unlink, write_all
 
 FORMAT = 1
 CURRENT = "CURRENT"
@@ -56,23 +56,7 @@ class FileRef:
 
 def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
     """Write a new immutable store file (fsynced) and return its reference."""
-    path = store / name
-    # A file of this name can only be left by a commit that failed before publishing: nothing references it.
-    unlink(path)
-    from mempp.kernels.checksum import wide64_bytes
-
-    if len(data) < (8 << 20):
-        write_new_file(path, data)
-        return FileRef(name, len(data), sha256_bytes(data), wide64=wide64_bytes(data))
-    # A big file is hashed in a thread (both checksums) while it is written (hashlib, numba and
-    # the write release the GIL).
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        digests = pool.submit(lambda: (sha256_bytes(data), wide64_bytes(data)))
-        write_new_file(path, data)
-        sha, wide = digests.result()
-        return FileRef(name, len(data), sha, wide64=wide)
+    return _write_new(store, name, lambda sink: sink.write(data))
 
 
 def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch) -> FileRef:
@@ -80,17 +64,26 @@ def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch) ->
 
     The file is written as pyarrow serializes it, piece by piece (each column buffer handed
     over as it is, not copied into one buffer of the whole file first: a segment's is
-    hundreds of MB, and fresh memory is what a write costs most on a virtual machine), and
-    the pieces are hashed in the same order (see :class:`_HashingSink`).
+    hundreds of MB, and fresh memory is what a write costs most on a virtual machine).
     """
+
+    def write(sink: _HashingSink) -> None:
+        with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
+            writer.write(data)
+
+    return _write_new(store, name, write)
+
+
+def _write_new(store: Path, name: str, write) -> FileRef:
+    """Create ``name``, let ``write(sink)`` fill it through a :class:`_HashingSink`, fsync it; its reference."""
     path = store / name
-    unlink(path)  # as write_file: only a commit that failed before publishing can have left it
+    # A file of this name can only be left by a commit that failed before publishing: nothing references it.
+    unlink(path)
     fd = create_new(path)
     try:
         sink = _HashingSink(fd, path)
         try:
-            with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
-                writer.write(data)
+            write(sink)
             size, sha, wide = sink.finish()
         finally:
             sink.shutdown()
@@ -101,8 +94,8 @@ def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch) ->
 
 
 class _HashingSink:
-    """The file object pyarrow writes an IPC file through: each piece goes to the file as it
-    comes, and into both checksums (sha256, wide64) in the same order.
+    """A new file's writer (pyarrow writes an IPC file through it as a file object): each piece
+    goes to the file as it comes, and into both checksums (sha256, wide64) in the same order.
 
     Small pieces (the IPC framing, short columns) are gathered up to ``SMALL`` bytes before
     they are written. A piece of ``BIG`` bytes or more is hashed in a thread while it is

@@ -9,6 +9,12 @@ on equal scores, the higher document index (the later-ingested document)
 ranks first.
 """
 
+import os as _os
+
+from . import _numba_cache
+
+_numba_cache.install(_os.path.dirname(__file__))  # before any kernel below is decorated
+
 from .topk import TopK, heap_push, heap_push_many, heap_sorted
 from .bm25 import (
     bm25_accumulate,

@@ -1,0 +1,97 @@
+"""mempp's compiled kernels are cached in a per-user directory, never inside the installed package.
+
+Each case runs in a fresh interpreter, since numba picks a function's cache directory when the
+function is decorated (at import). Without ``kernels/_numba_cache.py`` the cache lands in the
+package's own ``__pycache__``, which after ``pip install .`` then ``pip install -e .`` shadows the
+editable install (issue: the README's two set-up lines run in order broke every import).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mempp.kernels
+
+KERNELS = Path(mempp.kernels.__file__).resolve().parent
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from mempp.kernels.topk import heap_push
+    from mempp.kernels.rrf import rrf_select
+    out = {"paths": [f._cache._cache_path for f in (heap_push, rrf_select)]}
+    if len(sys.argv) > 1:  # compile one small kernel for real and run it
+        import numpy as np
+        from mempp.kernels.topk import heap_sorted
+        s = np.array([3.0, 1.0, 2.0], dtype=np.float32); i = np.array([0, 1, 2], dtype=np.int64)
+        heap_sorted(s, i, 3, np.empty(3, np.float32), np.empty(3, np.int64))
+        out["compiled"] = heap_sorted._cache._cache_path
+    print(json.dumps(out))
+    """
+)
+
+
+def _probe(env_updates: dict[str, str | None], *args: str) -> dict:
+    env = dict(os.environ)
+    env.pop("NUMBA_CACHE_DIR", None)
+    for k, v in env_updates.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _inside(path: str, root: Path) -> bool:
+    return Path(path).resolve().is_relative_to(root.resolve())
+
+
+def test_cache_goes_to_xdg_cache_home_and_never_into_the_package(tmp_path):
+    xdg = tmp_path / "xdg"
+    before = {p.name for p in (KERNELS / "__pycache__").glob("*.nb*")} if (KERNELS / "__pycache__").is_dir() else set()
+    got = _probe({"XDG_CACHE_HOME": str(xdg)}, "compile")
+    for path in got["paths"] + [got["compiled"]]:
+        assert _inside(path, xdg / "mempp" / "numba"), path
+        assert not _inside(path, KERNELS), path
+    written = list((xdg / "mempp" / "numba").rglob("*.nbi"))
+    assert any(p.name.startswith("topk.heap_sorted") for p in written), written
+    after = {p.name for p in (KERNELS / "__pycache__").glob("*.nb*")} if (KERNELS / "__pycache__").is_dir() else set()
+    assert after == before, sorted(after - before)
+
+
+def test_numba_cache_dir_is_honoured(tmp_path):
+    got = _probe({"NUMBA_CACHE_DIR": str(tmp_path / "nc"), "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert all(_inside(p, tmp_path / "nc") for p in got["paths"]), got
+
+
+def test_home_cache_when_xdg_unset(tmp_path):
+    got = _probe({"XDG_CACHE_HOME": None, "HOME": str(tmp_path / "home")})
+    assert all(_inside(p, tmp_path / "home" / ".cache" / "mempp" / "numba") for p in got["paths"]), got
+
+
+def test_falls_back_to_the_temp_directory_when_the_cache_home_is_not_writable(tmp_path):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache directory would be")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    got = _probe({"XDG_CACHE_HOME": str(blocked), "TMPDIR": str(tmp)}, "compile")
+    for path in got["paths"] + [got["compiled"]]:
+        assert _inside(path, tmp), path
+        assert not _inside(path, KERNELS), path
+
+
+def test_other_numba_users_keep_numba_defaults(tmp_path):
+    """Only mempp's own functions are redirected: a user's cached function still goes beside its source."""
+    mod = tmp_path / "usermod.py"
+    mod.write_text("from numba import njit\n@njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    code = "import sys; sys.path.insert(0, %r); import mempp.kernels, usermod; print(usermod.f._cache._cache_path)" % str(tmp_path)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(out) == tmp_path / "__pycache__"

@@ -80,15 +80,10 @@ def check_name(where: str, name: object, *, manifest: bool = False) -> str:
     return name
 
 
-def check_manifest_names(store: Path, manifest: dict | None) -> None:
-    """Every file a manifest references must follow the store's naming scheme."""
-    if not manifest:
+def check_manifest_names(store: Path, state) -> None:
+    """Every file a version references (a ``manifest.State``) must follow the store's naming scheme."""
+    if state is None:
         return
-    where = str(store / "manifests" / f"{int(manifest.get('version', 0)):08d}.json")
-    try:
-        commits = list(manifest.get("commits", []))
-        refs = [ref for c in commits for ref in c["files"].values()]
-    except (AttributeError, KeyError, TypeError):
-        raise CorruptStoreError(where, "malformed commit list") from None
-    for ref in refs:
-        check_name(where, ref.get("name") if isinstance(ref, dict) else None)
+    where = str(store / "manifests" / f"{int(state.version):08d}.json")
+    for name in sorted(state.names()):
+        check_name(where, name)

@@ -198,7 +198,7 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         texts.append(obj["text"])
         as_ofs.append(obj.get("as_of", args.as_of))
         ids.append(str(obj.get("id", len(ids))))
-    from .store import _BATCH_SCHEMA
+    from .reads import _BATCH_SCHEMA
 
     schema = _BATCH_SCHEMA.insert(1, pa.field("query_id", pa.string()))
     rows = 0

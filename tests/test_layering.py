@@ -32,7 +32,7 @@ def test_kernels_import_only_numpy_and_numba():
 
 def test_storage_imports_no_engine():
     mods = imports("storage")
-    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "mempp"}  # hnswlib: ANN index files (DESIGN §5)
+    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (DESIGN §5); xxhash: file checksums
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 

@@ -32,7 +32,8 @@ RUNS = {"examples": 0, "steps": 0, "queries": 0}
 
 
 def open_store(path, **kw):
-    return mempp.Store.open(path, embedder=mempp.HashEmbedder(), **kw)
+    # merges run when the machine asks (rule ``merge``), so that each version is one the model knows
+    return mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual", **kw)
 
 
 def model_at(model: Model, n_docs: int, n_events: int) -> Model:
@@ -133,6 +134,15 @@ class StoreMachine(RuleBasedStateMachine):
         self.store.supersede(old, new, effective=effective)
         self.model.supersede(old, new, effective)
         self._committed(before)
+
+    @rule(force=st.booleans())
+    def merge(self, force) -> None:
+        """Merging publishes versions that hold what the version before them held."""
+        before = self.store.version
+        got = self.store.merge(force=force)
+        assert self.store.version == before + got["merges"]
+        for v in range(before + 1, self.store.version + 1):
+            self.at_version[v] = self.at_version[before]
 
     # --- reads ----------------------------------------------------------------------------------
     @rule(data=st.data(), authors=author_filters)

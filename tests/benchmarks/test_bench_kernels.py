@@ -301,7 +301,7 @@ def test_rrf_select(benchmark):
 
 
 def test_batch_fingerprints(benchmark, workload_store):
-    """Fingerprints at ingest (kernels/blake2b.py through ingest.fingerprints), 20,000 workload texts."""
+    """Fingerprints at ingest (hashlib BLAKE2b through ingest.fingerprints), 20,000 workload texts."""
     from mempp.ingest import fingerprints
 
     _, _, w = workload_store

@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minilm: the real model (default); hash: a model-free embedder, for a quick look")
     p.add_argument("--k", type=_positive, default=5, help="evidence documents shown per question (default 5)")
 
+    p = sub.add_parser("warmup", help="compile (or load) every kernel now, as a service does at deploy time")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
@@ -441,6 +444,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from mempp.kernels import _numba_cache, _warm
+
+    got = _warm.compile_all()
+    if not args.quiet:
+        print(f"{got['compiled']} kernel signatures ready in {got['seconds']} s (cache: {_numba_cache.cache_root()})")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from mempp.bench.speed import main as bench_main
 
@@ -449,7 +461,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "add": cmd_add, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede, "merge": cmd_merge,
-    "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench,
+    "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup, "bench": cmd_bench,
 }
 
 

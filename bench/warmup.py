@@ -43,6 +43,8 @@ def exercise(root: Path) -> None:
             s.add([{"id": "big1", "text": "a revised note", "date": "2024-05-01", "author": "Ann Lee"}])
             for i in range(3):
                 s.add([{"text": f"single note {i} on the budget"}])
+            s.add([{"text": "Café menu: crème brûlée — 5 € (über-budget) 😀 预算", "author": "Zoë Núñez"}])  # not ASCII
+            s.query("café budget Zoë", k=5)
             s.supersede("big2", "big3", backdate=True)
             for kw in ({}, {"as_of": "2024-06-30"}, {"context": ()}, {"authors": ["Ann Lee"], "channels": ["email"]},
                        {"date_from": "2024-02-01", "date_to": "2024-08-01"}, {"legs": ["lexical"]}, {"reserve": False}):

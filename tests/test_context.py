@@ -168,3 +168,27 @@ def test_context_scale_multiplies_the_neighbours_share(c, scale):
 def test_context_max_mode(c):
     _, _, _, every, ids, want = run_kernel(c, use_max=True)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 60, width=32), min_size=1, max_size=300), st.randoms(use_true_random=False), st.integers(1, 6))
+def test_moments_do_not_depend_on_order_or_parts(values, rng, parts):
+    """Fixed-point moments: any order of the scores, and the sum of any split into parts (segments,
+    shards), give the same floats exactly; and they equal numpy's moments up to the rounding of
+    each score to 2**-32."""
+    from mempp.kernels.context import fixed_sums, moments_from_sums
+
+    scores = np.array(values, dtype=np.float32)
+    ids = np.arange(len(scores), dtype=np.int64)
+    whole = sparse_moments(scores, ids, len(ids), len(ids))
+    shuffled = ids.copy()
+    rng.shuffle(shuffled)
+    assert sparse_moments(scores, shuffled, len(ids), len(ids)) == whole
+    sums = np.zeros(4, dtype=np.int64)
+    for part in np.array_split(shuffled, parts):
+        fixed_sums(scores, part, len(part), sums)
+    assert moments_from_sums(sums, len(ids)) == whole
+    mask = np.ones(len(scores), dtype=np.uint8)
+    assert candidate_moments(scores, mask) == whole
+    v = scores.astype(np.float64)
+    np.testing.assert_allclose(whole, (v.mean(), v.std() if v.std() ** 2 > 1e-18 else 1.0), rtol=1e-6, atol=1e-6)

@@ -1,6 +1,7 @@
 """Ablation tables in one run: ``python -m mempp.bench.ablate --docs D --questions Q [--out table.md]``.
 
-Every configuration is evaluated on the same data with the same embedder, and each
+As in ``mempp eval``, every question is asked once per k and each k scored on its own answer
+(the k sweep too). Every configuration is evaluated on the same data with the same embedder, and each
 text is embedded once for the whole run (an in-memory cache), so a table of many
 rows costs little more than one ``mempp eval``.
 """
@@ -86,11 +87,11 @@ ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def table(rows: list[tuple[str, dict]], ks: Sequence[int]) -> str:
     cats = sorted({c for _, r in rows for c in r["by_category"]})
-    head = "| configuration | " + " | ".join(f"R@{k}" for k in ks) + " | MRR | " + " | ".join(f"{c} R@{ks[0]}/R@{ks[-1]}" for c in cats) + " |"
+    head = "| configuration | " + " | ".join(f"R@{k}" for k in ks) + f" | MRR@{ks[0]} | " + " | ".join(f"{c} R@{ks[0]}/R@{ks[-1]}" for c in cats) + " |"
     lines = [head, "|" + "---|" * (len(ks) + 2 + len(cats))]
     for name, r in rows:
         o = r["overall"]
-        cells = [f"{o[f'recall@{k}']:.3f}" for k in ks] + [f"{o['mrr']:.3f}"]
+        cells = [f"{o[f'recall@{k}']:.3f}" for k in ks] + [f"{o[f'mrr@{ks[0]}']:.3f}"]
         for c in cats:
             b = r["by_category"].get(c)
             cells.append(f"{b[f'recall@{ks[0]}']:.2f} / {b[f'recall@{ks[-1]}']:.2f}" if b else "")

@@ -2,9 +2,14 @@
 
 The format is ``shared/eval/FORMAT.md``: ``docs.jsonl`` and ``questions.jsonl``.
 Each scope gets its own store, built with one ``add``; each question is asked
-at its own ``as_of``. Scores compare the caller's keys, so ``--ranked-out``
-(one ``{"id", "ranked": [keys, best first]}`` line per question) can be
-re-scored by anyone.
+at its own ``as_of``, **once per requested k** (``query(..., k=k)``), and each
+k is scored on its own answer: recall@k, hit@k and MRR@k (1 / rank of the first
+evidence document in the k-answer). A k=10 answer is not the first 10 hits of a
+k=50 answer: the latest-date reserve takes the last 3 slots of every answer.
+``mrr`` (no suffix) is the MRR of the largest k, as ``shared/eval/FORMAT.md``
+defines it. Scores compare the caller's keys, so ``--ranked-out`` (one
+``{"id", "k", "ranked": [keys, best first]}`` line per question and k, the k's
+in increasing order after each other for a question) can be re-scored by anyone.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import mempp
 from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
@@ -72,21 +77,18 @@ def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]]
     return dict(by_scope), dict(qs)
 
 
-def score(ranked: Sequence[str], evidence: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
-    """Recall@k, hit@k for each k, and MRR within the largest k."""
+def score(answers: Mapping[int, Sequence[str]], evidence: Sequence[str]) -> dict[str, float]:
+    """Recall@k, hit@k and MRR@k of each k from **its own answer** ``answers[k]`` (the ranked keys
+    of a query asked with that k; only its first k count), and ``mrr``: MRR@k of the largest k."""
     gold = set(evidence)
     out: dict[str, float] = {}
-    for k in ks:
-        top = set(ranked[:k])
-        found = len(gold & top)
+    for k in sorted(answers):
+        ranked = list(answers[k])[:k]
+        found = len(gold & set(ranked))
         out[f"recall@{k}"] = found / len(gold)
         out[f"hit@{k}"] = 1.0 if found else 0.0
-    rr = 0.0
-    for i, key in enumerate(ranked[: max(ks)]):
-        if key in gold:
-            rr = 1.0 / (i + 1)
-            break
-    out["mrr"] = rr
+        out[f"mrr@{k}"] = next((1.0 / (i + 1) for i, key in enumerate(ranked) if key in gold), 0.0)
+    out["mrr"] = out[f"mrr@{max(answers)}"]
     return out
 
 
@@ -119,7 +121,6 @@ def evaluate(
     doc_groups, q_groups = load(docs, questions)
     embedder = embedder or make_embedder(config.embedder)
     per_q: list[tuple[str, dict[str, float]]] = []
-    kmax = max(config.ks)
     n_docs = sum(len(v) for v in doc_groups.values())
     n_q = sum(len(v) for v in q_groups.values())
     timing = {"ingest_s": 0.0, "query_s": 0.0}
@@ -143,25 +144,27 @@ def evaluate(
                     t = time.perf_counter()
                     vecs = embedder.embed([q["text"] for q in qs]) if qs and config.weights[2] else None
                     for j, q in enumerate(qs):
-                        hits = store.query(
-                            q["text"],
-                            as_of=q.get("as_of"),
-                            k=kmax,
-                            weights=config.weights,
-                            depth=config.depth,
-                            reserve=config.reserve,
-                            legs=config.legs,
-                            context=config.context,
-                            context_length=config.context_length,
-                            context_mode=config.context_mode,
-                            question_dates=config.question_dates,
-                            embedding=None if vecs is None else vecs[j],
-                        )
-                        ranked = [h.key for h in hits]
-                        if out_f:
-                            out_f.write(json.dumps({"id": q["id"], "ranked": ranked}, ensure_ascii=False) + "\n")
+                        answers: dict[int, list[str]] = {}
+                        for k in config.ks:  # one query per k: the reserve makes a k-answer more than a prefix
+                            hits = store.query(
+                                q["text"],
+                                as_of=q.get("as_of"),
+                                k=k,
+                                weights=config.weights,
+                                depth=config.depth,
+                                reserve=config.reserve,
+                                legs=config.legs,
+                                context=config.context,
+                                context_length=config.context_length,
+                                context_mode=config.context_mode,
+                                question_dates=config.question_dates,
+                                embedding=None if vecs is None else vecs[j],
+                            )
+                            answers[k] = [h.key for h in hits]
+                            if out_f:
+                                out_f.write(json.dumps({"id": q["id"], "k": k, "ranked": answers[k]}, ensure_ascii=False) + "\n")
                         if q.get("evidence"):
-                            per_q.append((str(q.get("category")), score(ranked, q["evidence"], config.ks)))
+                            per_q.append((str(q.get("category")), score(answers, q["evidence"])))
                         query_bar.update(1)
                     timing["query_s"] += time.perf_counter() - t
     finally:
@@ -185,7 +188,7 @@ def evaluate(
 
 def format_report(report: dict[str, Any]) -> str:
     ks = report["k"]
-    cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit")] + ["mrr"]
+    cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit", "mrr")]
     head = f"{'category':<22}{'n':>6}" + "".join(f"{c:>11}" for c in cols)
     lines = [head, "-" * len(head)]
     for cat, row in report["by_category"].items():

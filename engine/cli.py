@@ -103,9 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
     p.add_argument("--docs", required=True)
     p.add_argument("--questions", required=True)
-    p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
+    p.add_argument(
+        "--k", type=int, action="append", default=None,
+        help="cut-off (repeatable; default 10 and 50); every question is asked once per k and each k scored on its own answer",
+    )
     p.add_argument("--json", action="store_true")
-    p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
+    p.add_argument(
+        "--ranked-out", default=None,
+        help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
+    )
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")

@@ -196,6 +196,9 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append("-" * len(head))
     lines.append(f"{'overall':<22}{report['questions']:>6}" + "".join(f"{report['overall'].get(c, 0):>11.3f}" for c in cols))
     cfg = report["config"]
+    if "baseline" in cfg:
+        lines.append(f"baseline={cfg['baseline']} embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s")
+        return "\n".join(lines)
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
         f"context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "

@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--baseline", choices=("bm25", "rrf-siblings"), default=None,
+        help="score a plain baseline instead of mempp (bench/baseline.py): bm25, or rrf-siblings (issue 18's BM25 + best-window vector, RRF 1/4, thread siblings)",
+    )
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
     p.add_argument("--embed-template", default=None, help='index time: what to embed, e.g. "{author}: {text}"')
@@ -295,6 +299,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
+    if args.baseline:
+        from mempp.bench.baseline import evaluate_baseline
+
+        report = evaluate_baseline(args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder, ranked_out=args.ranked_out)
+        print(json.dumps(report) if args.json else format_report(report))
+        return 0
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Sequence
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
@@ -62,6 +62,10 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="thread context counts fully for documents of at most this many terms, less for longer ones")
     p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
                    help="without --as-of, a date named in the question bounds it")
+    p.add_argument("--siblings", type=int, default=d(DEFAULT_SIBLINGS),
+                   help=f"thread stage: a hit's thread follows it when the thread holds at most this many documents (default {DEFAULT_SIBLINGS}; 0 off)")
+    p.add_argument("--reserve-rule", choices=("relevant", "paper"), default=d(DEFAULT_RESERVE_RULE),
+                   help="which documents may take the 3 reserve slots: relevant (lexical matches near the top; default) or paper (any match)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,6 +194,8 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         context=args.context,
         context_length=args.context_length,
         context_mode=args.context_mode,
+        siblings=args.siblings,
+        reserve_rule=args.reserve_rule,
         question_dates=args.question_dates,
     )
 
@@ -308,6 +314,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
+        siblings=args.siblings, reserve_rule=args.reserve_rule,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

@@ -17,6 +17,8 @@ DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector
 DEFAULT_DEPTH = 50
 DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"
+DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
+DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
 
 
 @dataclass(frozen=True)

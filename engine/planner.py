@@ -36,6 +36,7 @@ from mempp.storage import FOREVER, NAT, Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
 from .fusion import fuse
+from .threads import choose
 from .types import LEGS
 
 K1 = 1.2
@@ -76,6 +77,8 @@ class QueryOptions:
     context_length: float | None = None  # neighbours count fully for documents of at most this many terms
     context_max: bool = False  # a neighbour lifts a document to betas[h] x its score, not by it (see kernels.context)
     ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
+    siblings: int = 0  # thread stage: siblings of threads of at most this many documents follow a hit (0: off; mempp.threads)
+    reserve_rule: str = "paper"  # which documents may take a reserve slot: "paper" (any matched) or "relevant" (mempp.threads)
 
 
 def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = None) -> np.ndarray:
@@ -752,7 +755,11 @@ def run(
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
-    chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
+    if opt.siblings or (opt.reserve and opt.reserve_rule != "paper"):
+        _, fused = fuse(rankings, weights, snap.dates, NAT, 0, False)
+        chosen = choose(snap, fused, rankings, mask, opt, NAT, question)  # the thread stage, then the reserve by its rule
+    else:
+        chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3
     legs = {
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}

@@ -44,7 +44,10 @@ from mempp.storage.ann import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
 from mempp.storage.ann import build as ann_build
 from mempp.storage.ann import to_bytes as ann_bytes
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
+from .config import (
+    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS, IndexConfig,
+)
+from .threads import RESERVE_RULES
 from .dates import from_us, iso, to_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
 from .errors import DocumentNotFound, EmbedderError, ValidationError
@@ -760,7 +763,7 @@ class Store:
 
     def _options(
         self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
-        context_mode, vector_index="auto",
+        context_mode, vector_index="auto", siblings=DEFAULT_SIBLINGS, reserve_rule=DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
@@ -793,8 +796,14 @@ class Store:
             isinstance(context_length, bool) or not isinstance(context_length, (int, float)) or not context_length > 0
         ):
             raise ValidationError(f"expected a number > 0 or None, got {context_length!r}", field="context_length")
+        if isinstance(siblings, bool) or not isinstance(siblings, (int, np.integer)) or siblings < 0:
+            raise ValidationError(f"expected an integer >= 0, got {siblings!r}", field="siblings")
+        if reserve_rule not in RESERVE_RULES:
+            raise ValidationError(f"expected one of {list(RESERVE_RULES)}, got {reserve_rule!r}", field="reserve_rule")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
+            siblings=int(siblings),
+            reserve_rule=reserve_rule,
             context=ctx if any(ctx) else (),
             context_length=None if context_length is None else float(context_length),
             context_max=_context_mode(context_mode),
@@ -832,6 +841,8 @@ class Store:
         context_mode: str = DEFAULT_CONTEXT_MODE,
         question_dates: bool = False,
         vector_index: str = "auto",
+        siblings: int = DEFAULT_SIBLINGS,
+        reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -845,6 +856,11 @@ class Store:
         terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
         ``"max"`` (default) lifts a document only up to its best neighbour's weighted score;
         ``"sum"`` adds the neighbours' weighted scores.
+        ``siblings``: the thread stage: after each hit come the other candidate documents of its
+        thread, in ingest order, when that thread holds at most this many documents (default 8;
+        0 turns it off; see ``mempp.threads``). ``reserve``: the last 3 slots go to the latest-dated
+        documents that ``reserve_rule`` lets in: ``"relevant"`` (default) those the lexical leg
+        found within the first 3k places, ``"paper"`` any document a leg matched.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (:meth:`build_ann`), ``"auto"``
@@ -865,7 +881,7 @@ class Store:
         opt = self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -1055,12 +1071,12 @@ class Store:
         self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
-        vector_index: str = "auto",
+        vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         return self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
 
     def stats(self) -> dict[str, Any]:

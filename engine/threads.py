@@ -1,0 +1,155 @@
+"""After fusion: the thread stage (small threads' siblings) and the relevant-evidence reserve.
+
+**Thread stage.** A strong hit's *small* thread (an email thread, a ticket and its replies, a
+meeting and its notes) is likely evidence too: the other messages carry the rest of the event. A
+long conversation session is not: its other turns are mostly about something else. So, walking
+the fused list best first, after each document come the other documents of its thread that are
+candidates (valid at ``as_of`` and passing the filters), in ingest order, skipping any already
+listed, **when its thread holds at most** ``siblings`` **documents** (over the whole store; 0 turns
+the stage off). Longer threads are left to thread context (``kernels.context``), which lifts a
+turn toward its neighbours' scores inside each leg instead of listing the whole session.
+
+**Reserve.** The last ``RESERVE_SLOTS`` of the ``k`` slots go to the latest-dated documents of
+the rest of the list, as the paper's rule says, but (rule ``"relevant"``, the default) only to
+documents with a BM25 score of their own for the question (they share an index term with it;
+a lift by thread context does not count), and that
+stand within the first ``RESERVE_DEPTH_FACTOR x k`` places of the list. A vector match alone does
+not qualify: every candidate has a cosine, so in a small store "where is the runbook?" would
+otherwise spend the slots on whatever was written last ("Thanks!"). Slots that no qualifying
+document fills go by list order, so an answer always holds ``min(k, listed)`` documents. Rule
+``"paper"``: any document matched by a leg qualifies (``mempp eval --preset paper``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from mempp.kernels.rrf import RESERVE_SLOTS
+
+RESERVE_RULES = ("relevant", "paper")
+RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
+
+
+def fused_order(fused: Mapping[int, float]) -> list[int]:
+    """Documents by fused score, the later-ingested (higher id) first on ties."""
+    return sorted(fused, key=lambda d: (-fused[d], -d))
+
+
+def with_siblings(order: Sequence[int], siblings_of: Callable[[int], Sequence[int]], limit: int) -> tuple[list[int], dict[int, int]]:
+    """``order`` with each document's small-thread siblings right after it, each document once.
+
+    Returns the list (at most ``limit`` long) and, for each document that entered as a sibling,
+    the document it follows.
+    """
+    out: list[int] = []
+    parent: dict[int, int] = {}
+    listed: set[int] = set()
+    for d in order:
+        if len(out) >= limit:
+            break
+        if d not in listed:
+            out.append(d)
+            listed.add(d)
+        for s in siblings_of(d):
+            if s not in listed:
+                out.append(s)
+                listed.add(s)
+                parent[s] = d
+    return out[:limit], parent
+
+
+def select(
+    ranked: Sequence[int], dates: np.ndarray, undated: int, k: int, reserve: bool, qualifies: Callable[[int, int], bool] | None = None
+) -> list[tuple[int, bool]]:
+    """``k`` documents of ``ranked`` (best first): ``(doc, reserved)`` in result order.
+
+    With the reserve, the first ``k - 3`` places by list order, the last 3 to the latest-dated
+    (then later-ingested) documents of the rest for which ``qualifies(doc, place)`` holds (None:
+    all; undated documents never), what stays empty by list order.
+    """
+    if k <= 0:
+        return []
+    if not reserve:
+        return [(d, False) for d in ranked[:k]]
+    n_fused = min(max(k - RESERVE_SLOTS, 0), len(ranked))
+    out = [(d, False) for d in ranked[:n_fused]]
+    pool = [
+        d for place, d in enumerate(ranked) if place >= n_fused and dates[d] != undated and (qualifies is None or qualifies(d, place))
+    ]
+    pool.sort(key=lambda d: (-int(dates[d]), -d))
+    picks = pool[: k - n_fused]
+    out += [(d, True) for d in picks]
+    taken = set(picks)
+    for d in ranked[n_fused:]:
+        if len(out) >= k:
+            break
+        if d not in taken:
+            out.append((d, False))
+    return out
+
+
+def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Sequence[int]]:
+    """``siblings_of(doc)``: the other candidate documents of ``doc``'s thread in ingest order, when
+    that thread holds at most ``max_size`` documents in the store (else none)."""
+    facet = snap.threads
+    counts = facet.counts()
+    codes = facet.codes
+
+    def siblings_of(d: int) -> Sequence[int]:
+        c = int(codes[d])
+        if c < 0 or counts[c] > max_size or counts[c] < 2:
+            return ()
+        ids = np.frombuffer(facet.code_bitmap(c).to_array(), dtype=np.uint32)
+        return [int(i) for i in ids if i != d and mask[i]]
+
+    return siblings_of
+
+
+def lexical_matches(snap, question: str, docs: Sequence[int]) -> set[int]:
+    """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
+    question term), whatever thread context did to the lexical leg's ranking."""
+    from .planner import K1, _lex_table  # the planner imports this module
+
+    terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
+    ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+    if not len(ids) or not len(docs):
+        return set()
+    from mempp.kernels.maxscore import lex_idf, lex_lookup, lex_score_docs
+
+    table, index, keep = _lex_table(snap)
+    n_seg = table.shape[0]
+    starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+    df = np.empty(len(ids), dtype=np.int64)
+    idf = np.empty(len(ids), dtype=np.float64)
+    lex_lookup(*index, ids, starts, ends, df, slots)
+    lex_idf(snap.n_docs, df, idf)
+    wanted = np.unique(np.asarray(docs, dtype=np.int64))
+    scores = np.empty(len(wanted), dtype=np.float64)
+    lex_score_docs(table, starts, ends, idf, K1, wanted, scores)
+    del keep
+    return set(wanted[scores > 0].tolist())
+
+
+def choose(
+    snap, fused: dict[int, float], rankings: Mapping[str, Sequence[int]], mask: np.ndarray, opt, undated: int, question: str = "",
+) -> list[tuple[int, bool]]:
+    """The thread stage then the reserve, on fused scores; ``fused`` gains each sibling's entry
+    (the score of the document it follows, so the hits' scores stay in list order)."""
+    order = fused_order(fused)
+    limit = max(len(order), opt.k) + 64 * max(opt.k, 1)
+    if opt.siblings and snap.has_threads:
+        order, parent = with_siblings(order, thread_siblings(snap, mask, opt.siblings), limit)
+        for s, d in parent.items():
+            fused.setdefault(s, fused[d])
+    qualifies = None
+    if opt.reserve and opt.reserve_rule == "relevant":
+        cut = RESERVE_DEPTH_FACTOR * opt.k
+        n_fused = max(opt.k - RESERVE_SLOTS, 0)
+        lexical = lexical_matches(snap, question, order[n_fused:cut])
+
+        def qualifies(d: int, place: int) -> bool:
+            return place < cut and d in lexical
+
+    return select(order, snap.dates, undated, opt.k, opt.reserve, qualifies)

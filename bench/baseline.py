@@ -189,7 +189,7 @@ def evaluate_baseline(
             sc = Scope(doc_groups.get(scope, []), embedder if kind != "bm25" else None)
             qs = q_groups.get(scope, [])
             if kind != "bm25" and qs:
-                embed_q = getattr(embedder, "embed_query", None) or embedder.embed
+                embed_q = getattr(embedder, "embed_queries", None) or embedder.embed  # a model's query side
                 qvecs = embed_q([q["text"] for q in qs])
             for j, q in enumerate(qs):
                 as_of = None if q.get("as_of") is None else _date(q["as_of"], end_of_day=True)

@@ -31,10 +31,9 @@ class CachingEmbedder:
     def __init__(self, inner: Any, cache_dir: str | Path | None = None) -> None:
         self.inner = inner
         self.dim, self.model_id, self.max_tokens = inner.dim, inner.model_id, inner.max_tokens
-        for name in ("query_prefix",):  # an embedder's query-side settings pass through
-            if hasattr(inner, name):
-                setattr(self, name, getattr(inner, name))
+        self.model_sha256 = getattr(inner, "model_sha256", None)
         self._vec: dict[bytes, np.ndarray] = {}
+        self._qvec: dict[bytes, np.ndarray] = {}  # queries: a model may embed them differently (a prefix)
         self._win: dict[tuple[bytes, int], np.ndarray] = {}  # (text, stride) -> its window vectors
         self._dirty = False
         self.path = None
@@ -44,23 +43,29 @@ class CachingEmbedder:
             self._load()
 
     def _load(self) -> None:
+        """Add the file's vectors to those in memory (kept where both have one)."""
         if self.path is None or not self.path.is_file():
             return
         with np.load(self.path) as z:
             keys, vecs = z["keys"], z["vecs"]
             for k, v in zip(keys, vecs):
-                self._vec[k.tobytes()] = v
+                self._vec.setdefault(k.tobytes(), v)
+            if "qkeys" in z:
+                for k, v in zip(z["qkeys"], z["qvecs"]):
+                    self._qvec.setdefault(k.tobytes(), v)
             wkeys, wstride, wstart, wvecs = z["wkeys"], z["wstride"], z["wstart"], z["wvecs"]
             for i in range(len(wkeys)):
-                self._win[(wkeys[i].tobytes(), int(wstride[i]))] = wvecs[wstart[i] : wstart[i + 1]]
+                self._win.setdefault((wkeys[i].tobytes(), int(wstride[i])), wvecs[wstart[i] : wstart[i + 1]])
 
     def save(self) -> None:
         """Write every vector to ``cache_dir`` (atomically: a temporary file, then a rename)."""
         if self.path is None or not self._dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._load()  # another process may have added vectors meanwhile: keep them
         keys = list(self._vec)
         wkeys = list(self._win)
+        qkeys = list(self._qvec)
         starts = np.zeros(len(wkeys) + 1, dtype=np.int64)
         starts[1:] = np.cumsum([len(self._win[k]) for k in wkeys]) if wkeys else []
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp.npz")
@@ -68,6 +73,8 @@ class CachingEmbedder:
             tmp,
             keys=np.array([np.frombuffer(k, dtype=np.uint8) for k in keys], dtype=np.uint8).reshape(len(keys), 16),
             vecs=np.stack([self._vec[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32),
+            qkeys=np.array([np.frombuffer(k, dtype=np.uint8) for k in qkeys], dtype=np.uint8).reshape(len(qkeys), 16),
+            qvecs=np.stack([self._qvec[k] for k in qkeys]) if qkeys else np.zeros((0, self.dim), np.float32),
             wkeys=np.array([np.frombuffer(k, dtype=np.uint8) for k, _ in wkeys], dtype=np.uint8).reshape(len(wkeys), 16),
             wstride=np.array([s for _, s in wkeys], dtype=np.int64),
             wstart=starts,
@@ -77,26 +84,29 @@ class CachingEmbedder:
         self._dirty = False
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
+        return self._cached(self._vec, self.inner.embed, texts, batch_size, progress)
+
+    def embed_queries(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
+        """Query vectors: the inner embedder's ``embed_queries`` (a model's query prefix) when it has one."""
+        fn = getattr(self.inner, "embed_queries", None)
+        if fn is None:
+            return self.embed(texts, batch_size=batch_size, progress=progress)
+        return self._cached(self._qvec, fn, texts, batch_size, progress)
+
+    def _cached(self, cache: dict, fn, texts: Sequence[str], batch_size: int, progress) -> np.ndarray:
         keys = [text_key(t) for t in texts]
         todo: dict[bytes, int] = {}
         for i, k in enumerate(keys):
-            if k not in self._vec and k not in todo:
+            if k not in cache and k not in todo:
                 todo[k] = i
         if todo:
-            vecs = self.inner.embed([texts[i] for i in todo.values()], batch_size=batch_size)
+            vecs = fn([texts[i] for i in todo.values()], batch_size=batch_size)
             for k, v in zip(todo, vecs):
-                self._vec[k] = np.asarray(v, dtype=np.float32)
+                cache[k] = np.asarray(v, dtype=np.float32)
             self._dirty = True
         if progress is not None:
             progress(len(texts))
-        return np.stack([self._vec[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
-
-    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors: the inner embedder's ``embed_query`` (a model's query prefix) when it has one."""
-        inner = getattr(self.inner, "embed_query", None)
-        if inner is None:
-            return self.embed(texts)
-        return np.asarray(inner(list(texts)), dtype=np.float32)
+        return np.stack([cache[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32):
         keys = [(text_key(t), int(stride)) for t in texts]

@@ -146,7 +146,8 @@ def evaluate(
                     timing["ingest_s"] += time.perf_counter() - t
                     qs = q_groups.get(scope, [])
                     t = time.perf_counter()
-                    vecs = embedder.embed([q["text"] for q in qs]) if qs and config.weights[2] else None
+                    embed_q = getattr(embedder, "embed_queries", None) or embedder.embed  # a model's query side
+                    vecs = embed_q([q["text"] for q in qs]) if qs and config.weights[2] else None
                     for j, q in enumerate(qs):
                         answers: dict[int, list[str]] = {}
                         for k in config.ks:  # one query per k: the reserve makes a k-answer more than a prefix

@@ -94,12 +94,37 @@ CONFIGS: dict[str, tuple[str, Any]] = {
 }
 
 
+def parse_spec(name: str) -> tuple[str, Any]:
+    """A CONFIGS name, or ``preset+key=value+...`` (values as Python literals), e.g.
+    ``default+siblings=4+reserve_rule='paper'`` or ``default+weights=(1,1,2)``."""
+    import ast
+
+    if name in CONFIGS:
+        return CONFIGS[name]
+    base, *pairs = name.split("+")
+    over = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        over[key] = ast.literal_eval(value)
+    return base, over
+
+
 def run_config(name: str, docs: Path, questions: Path, ks: Sequence[int], emb: Any, embedder_name: str, spec=None) -> dict:
-    base, over = spec or CONFIGS[name]
+    base, over = spec or parse_spec(name)
     if base == "baseline":
         return evaluate_baseline(docs, questions, over, ks, embedder=emb)
-    cfg: EvalConfig = replace(preset(base, ks=tuple(ks), embedder=embedder_name), **over)
-    return evaluate(docs, questions, cfg, progress=False, embedder=emb)
+    import mempp.threads
+
+    knobs = {k[1:]: v for k, v in over.items() if k.startswith("@")}  # module constants of mempp.threads, for sweeps
+    saved = {k: getattr(mempp.threads, k) for k in knobs}
+    cfg: EvalConfig = replace(preset(base, ks=tuple(ks), embedder=embedder_name), **{k: v for k, v in over.items() if not k.startswith("@")})
+    try:
+        for k, v in knobs.items():
+            setattr(mempp.threads, k, v)
+        return evaluate(docs, questions, cfg, progress=False, embedder=emb)
+    finally:
+        for k, v in saved.items():
+            setattr(mempp.threads, k, v)
 
 
 def row(name: str, r: dict, ks: Sequence[int], cats: Sequence[str]) -> str:
@@ -116,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", default="/work/data-extra", help="where prepare writes the splits (outside the repository)")
     p.add_argument("--cache", default="/work/cache-quality", help="embedding cache folder ('' for none)")
     p.add_argument("--embedder", default="minilm")
+    p.add_argument("--no-save", action="store_true", help="read the cache but never write it (another run is filling it)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("prepare")
     t = sub.add_parser("table")
@@ -140,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in names:
             t0 = time.perf_counter()
             r = run_config(name, docs, questions, ks, emb, args.embedder)
-            emb.save()
+            if not args.no_save:
+                emb.save()
             reports.append((name, r))
             print(f"{corpus} / {name}: " + " ".join(f"R@{k} {r['overall'][f'recall@{k}']:.3f}" for k in ks)
                   + f" ({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)

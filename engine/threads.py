@@ -145,7 +145,7 @@ def choose(
             fused.setdefault(s, fused[d])
     qualifies = None
     if opt.reserve and opt.reserve_rule == "relevant":
-        cut = RESERVE_DEPTH_FACTOR * opt.k
+        cut = int(RESERVE_DEPTH_FACTOR * opt.k)
         n_fused = max(opt.k - RESERVE_SLOTS, 0)
         lexical = lexical_matches(snap, question, order[n_fused:cut])
 

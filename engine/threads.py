@@ -30,6 +30,8 @@ from mempp.kernels.rrf import RESERVE_SLOTS
 
 RESERVE_RULES = ("relevant", "paper")
 RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
+RESERVE_MIN_SHARE = 0.0  # ... and score at least this share of the best BM25 score
+RESERVE_BEST_POOL = 10  # the best BM25 score is taken over the lexical leg's first 10 and the reserve's pool
 
 
 def fused_order(fused: Mapping[int, float]) -> list[int]:
@@ -107,9 +109,10 @@ def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Se
     return siblings_of
 
 
-def lexical_matches(snap, question: str, docs: Sequence[int]) -> set[int]:
+def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0, pool: Sequence[int] = ()) -> set[int]:
     """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
-    question term), whatever thread context did to the lexical leg's ranking."""
+    question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
+    whatever thread context did to the lexical leg's ranking."""
     from .planner import K1, _lex_table  # the planner imports this module
 
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
@@ -125,11 +128,14 @@ def lexical_matches(snap, question: str, docs: Sequence[int]) -> set[int]:
     idf = np.empty(len(ids), dtype=np.float64)
     lex_lookup(*index, ids, starts, ends, df, slots)
     lex_idf(snap.n_docs, df, idf)
-    wanted = np.unique(np.asarray(docs, dtype=np.int64))
+    wanted = np.unique(np.asarray(list(docs) + list(pool), dtype=np.int64))
     scores = np.empty(len(wanted), dtype=np.float64)
     lex_score_docs(table, starts, ends, idf, K1, wanted, scores)
     del keep
-    return set(wanted[scores > 0].tolist())
+    floor = share * float(scores.max()) if share > 0 and len(scores) else 0.0
+    ok = (scores > 0) & (scores >= floor)
+    mine = np.isin(wanted, np.asarray(docs, dtype=np.int64))
+    return set(wanted[ok & mine].tolist())
 
 
 def choose(
@@ -147,7 +153,10 @@ def choose(
     if opt.reserve and opt.reserve_rule == "relevant":
         cut = int(RESERVE_DEPTH_FACTOR * opt.k)
         n_fused = max(opt.k - RESERVE_SLOTS, 0)
-        lexical = lexical_matches(snap, question, order[n_fused:cut])
+        # The best BM25 score is among the lexical leg's first few (thread context moves a
+        # document at most a little above its own score's rank in "max" mode).
+        lex = np.asarray(rankings.get("lexical", ()), dtype=np.int64)[:RESERVE_BEST_POOL].tolist()
+        lexical = lexical_matches(snap, question, order[n_fused:cut], RESERVE_MIN_SHARE, lex)
 
         def qualifies(d: int, place: int) -> bool:
             return place < cut and d in lexical

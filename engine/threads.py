@@ -98,13 +98,21 @@ def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Se
     facet = snap.threads
     counts = facet.counts()
     codes = facet.codes
+    prev, nxt = snap.thread_links  # each document's neighbour in its thread, in ingest order
 
     def siblings_of(d: int) -> Sequence[int]:
         c = int(codes[d])
         if c < 0 or counts[c] > max_size or counts[c] < 2:
             return ()
-        ids = np.frombuffer(facet.code_bitmap(c).to_array(), dtype=np.uint32)
-        return [int(i) for i in ids if i != d and mask[i]]
+        head = d
+        while prev[head] >= 0:  # at most max_size steps
+            head = int(prev[head])
+        out = []
+        while head >= 0:
+            if head != d and mask[head]:
+                out.append(head)
+            head = int(nxt[head])
+        return out
 
     return siblings_of
 
@@ -144,14 +152,20 @@ def choose(
     """The thread stage then the reserve, on fused scores; ``fused`` gains each sibling's entry
     (the score of the document it follows, so the hits' scores stay in list order)."""
     order = fused_order(fused)
-    limit = max(len(order), opt.k) + 64 * max(opt.k, 1)
+    cut = int(RESERVE_DEPTH_FACTOR * opt.k)
+    # How much of the list the choice can read: k places, or the reserve's whole pool.
+    if not opt.reserve:
+        limit = opt.k
+    elif opt.reserve_rule == "relevant":
+        limit = max(cut, opt.k)
+    else:
+        limit = len(order) + 64 * max(opt.k, 1)
     if opt.siblings and snap.has_threads:
         order, parent = with_siblings(order, thread_siblings(snap, mask, opt.siblings), limit)
         for s, d in parent.items():
             fused.setdefault(s, fused[d])
     qualifies = None
     if opt.reserve and opt.reserve_rule == "relevant":
-        cut = int(RESERVE_DEPTH_FACTOR * opt.k)
         n_fused = max(opt.k - RESERVE_SLOTS, 0)
         # The best BM25 score is among the lexical leg's first few (thread context moves a
         # document at most a little above its own score's rank in "max" mode).

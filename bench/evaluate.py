@@ -32,7 +32,7 @@ from mempp.progress import ProgressBar
 class EvalConfig:
     ks: tuple[int, ...] = (10, 50)
     weights: tuple[float, float, float] = DEFAULT_WEIGHTS
-    depth: int = DEFAULT_DEPTH
+    depth: int | None = None  # None: the store's default (50, or 2k above k = 25)
     reserve: bool = True
     legs: tuple[str, ...] | None = None
     embedder: str = "minilm"

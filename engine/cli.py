@@ -52,7 +52,7 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
     d = (lambda v: v) if defaults else (lambda v: None)
     p.add_argument("--weights", type=_weights, default=d(DEFAULT_WEIGHTS), help="lexical,tag,vector fusion weights (default 2,1,1)")
-    p.add_argument("--depth", type=int, default=d(DEFAULT_DEPTH), help="candidates per leg (default 50)")
+    p.add_argument("--depth", type=int, default=None, help=f"candidates per leg (default {DEFAULT_DEPTH}, or 2k above k = 25)")
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
     p.add_argument("--context", type=_floats, default=d(DEFAULT_CONTEXT),

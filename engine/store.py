@@ -767,6 +767,8 @@ class Store:
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
+        if depth is None and not isinstance(k, bool) and isinstance(k, (int, np.integer)):
+            depth = max(DEFAULT_DEPTH, 2 * int(k))  # each leg returns enough for the answer's size
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValidationError(f"expected an integer >= 1, got {depth!r}", field="depth")
         if isinstance(weights, dict):
@@ -832,7 +834,7 @@ class Store:
         date_from: Any = None,
         date_to: Any = None,
         weights: Sequence[float] | dict[str, float] = DEFAULT_WEIGHTS,
-        depth: int = DEFAULT_DEPTH,
+        depth: int | None = None,
         reserve: bool = True,
         legs: Iterable[str] | None = None,
         embedding: Any = None,
@@ -856,6 +858,7 @@ class Store:
         terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
         ``"max"`` (default) lifts a document only up to its best neighbour's weighted score;
         ``"sum"`` adds the neighbours' weighted scores.
+        ``depth``: candidates each leg returns; None (default): 50, or 2k for k above 25.
         ``siblings``: the thread stage: after each hit come the other candidate documents of its
         thread, in ingest order, when that thread holds at most this many documents (default 8;
         0 turns it off; see ``mempp.threads``). ``reserve``: the last 3 slots go to the latest-dated
@@ -1068,7 +1071,7 @@ class Store:
         return out
 
     def _query_options(
-        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
+        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: Any = None, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
         vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,

@@ -1,23 +1,26 @@
-"""After fusion: the thread stage (small threads' siblings) and the relevant-evidence reserve.
+"""After fusion: the thread stage (small threads) and the relevant-evidence reserve.
 
 **Thread stage.** A strong hit's *small* thread (an email thread, a ticket and its replies, a
 meeting and its notes) is likely evidence too: the other messages carry the rest of the event. A
-long conversation session is not: its other turns are mostly about something else. So, walking
-the fused list best first, after each document come the other documents of its thread that are
-candidates (valid at ``as_of`` and passing the filters), in ingest order, skipping any already
-listed, **when its thread holds at most** ``siblings`` **documents** (over the whole store; 0 turns
-the stage off). Longer threads are left to thread context (``kernels.context``), which lifts a
-turn toward its neighbours' scores inside each leg instead of listing the whole session.
+long conversation session is not: its other turns are mostly about something else. So each
+candidate document (valid at ``as_of``, passing the filters) of a thread that holds **at most**
+``siblings`` **documents** (over the whole store; 0 turns the stage off) rises to
+``SIBLING_SHARE`` (0.7) of the best fused score among its thread's other members, when that is
+above its own: near its best sibling, below it, among what fusion ranked there. Longer threads
+are left to thread context (``kernels.context``), which lifts a turn toward its neighbours'
+scores inside each leg. (Listing every sibling right after its hit, as issue 18's baseline does,
+was measured too and lost to this on both tuning sets: ``docs/quality.md``.)
 
 **Reserve.** The last ``RESERVE_SLOTS`` of the ``k`` slots go to the latest-dated documents of
 the rest of the list, as the paper's rule says, but (rule ``"relevant"``, the default) only to
-documents with a BM25 score of their own for the question (they share an index term with it;
-a lift by thread context does not count), and that
-stand within the first ``RESERVE_DEPTH_FACTOR x k`` places of the list. A vector match alone does
-not qualify: every candidate has a cosine, so in a small store "where is the runbook?" would
-otherwise spend the slots on whatever was written last ("Thanks!"). Slots that no qualifying
-document fills go by list order, so an answer always holds ``min(k, listed)`` documents. Rule
-``"paper"``: any document matched by a leg qualifies (``mempp eval --preset paper``).
+*strong lexical matches*: documents whose own BM25 score for the question (a lift by thread
+context does not count) is at least ``RESERVE_MIN_SHARE`` (0.7) of the best one among the
+lexical leg's first ``RESERVE_BEST_POOL`` and the reserve's pool, and that stand within the first
+``RESERVE_DEPTH_FACTOR x k`` places of the list. A vector match alone never qualifies: every
+candidate has a cosine, so in a small store "where is the runbook?" would otherwise spend the
+slots on whatever was written last ("Thanks!"). Slots that no qualifying document fills go by
+list order, so an answer always holds ``min(k, listed)`` documents. Rule ``"paper"``: any
+document matched by a leg qualifies (``mempp eval --preset paper``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import numpy as np
 from mempp.kernels.rrf import RESERVE_SLOTS
 
 RESERVE_RULES = ("relevant", "paper")
+SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
 RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
-RESERVE_MIN_SHARE = 0.0  # ... and score at least this share of the best BM25 score
+RESERVE_MIN_SHARE = 0.7  # ... and score at least this share of the best BM25 score
 RESERVE_BEST_POOL = 10  # the best BM25 score is taken over the lexical leg's first 10 and the reserve's pool
 
 
@@ -39,27 +43,17 @@ def fused_order(fused: Mapping[int, float]) -> list[int]:
     return sorted(fused, key=lambda d: (-fused[d], -d))
 
 
-def with_siblings(order: Sequence[int], siblings_of: Callable[[int], Sequence[int]], limit: int) -> tuple[list[int], dict[int, int]]:
-    """``order`` with each document's small-thread siblings right after it, each document once.
-
-    Returns the list (at most ``limit`` long) and, for each document that entered as a sibling,
-    the document it follows.
-    """
-    out: list[int] = []
-    parent: dict[int, int] = {}
-    listed: set[int] = set()
+def lift_siblings(order: Sequence[int], fused: Mapping[int, float], siblings_of: Callable[[int], Sequence[int]], share: float) -> dict[int, float]:
+    """Scores after the thread stage: each sibling of a document of ``order`` gets at least
+    ``share`` x that document's fused score (its own when higher); documents only reached as
+    siblings enter with that score."""
+    lifted = dict(fused)
     for d in order:
-        if len(out) >= limit:
-            break
-        if d not in listed:
-            out.append(d)
-            listed.add(d)
+        v = share * fused[d]
         for s in siblings_of(d):
-            if s not in listed:
-                out.append(s)
-                listed.add(s)
-                parent[s] = d
-    return out[:limit], parent
+            if v > lifted.get(s, 0.0):
+                lifted[s] = v
+    return lifted
 
 
 def select(
@@ -149,21 +143,13 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
 def choose(
     snap, fused: dict[int, float], rankings: Mapping[str, Sequence[int]], mask: np.ndarray, opt, undated: int, question: str = "",
 ) -> list[tuple[int, bool]]:
-    """The thread stage then the reserve, on fused scores; ``fused`` gains each sibling's entry
-    (the score of the document it follows, so the hits' scores stay in list order)."""
+    """The thread stage then the reserve, on fused scores; ``fused`` takes the thread stage's
+    scores (so the hits' scores stay in list order)."""
     order = fused_order(fused)
     cut = int(RESERVE_DEPTH_FACTOR * opt.k)
-    # How much of the list the choice can read: k places, or the reserve's whole pool.
-    if not opt.reserve:
-        limit = opt.k
-    elif opt.reserve_rule == "relevant":
-        limit = max(cut, opt.k)
-    else:
-        limit = len(order) + 64 * max(opt.k, 1)
     if opt.siblings and snap.has_threads:
-        order, parent = with_siblings(order, thread_siblings(snap, mask, opt.siblings), limit)
-        for s, d in parent.items():
-            fused.setdefault(s, fused[d])
+        fused.update(lift_siblings(order, fused, thread_siblings(snap, mask, opt.siblings), SIBLING_SHARE))
+        order = fused_order(fused)
     qualifies = None
     if opt.reserve and opt.reserve_rule == "relevant":
         n_fused = max(opt.k - RESERVE_SLOTS, 0)

@@ -85,12 +85,16 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default": ("default", {}),
     "BM25 alone (plain)": ("baseline", "bm25"),
     "baseline (BM25 + best-window vector, RRF 1/4, thread siblings)": ("baseline", "rrf-siblings"),
-    "paper": ("paper", {}),
+    "paper (the reference's recipe)": ("paper", {}),
     "default, lexical leg off": ("default", {"legs": ("tag", "vector")}),
     "default, tag leg off": ("default", {"legs": ("lexical", "vector")}),
     "default, vector leg off": ("default", {"legs": ("lexical", "tag")}),
-    "default, thread stage off": ("default", {"context": ()}),
+    "default, thread stage off": ("default", {"siblings": 0}),
+    "default, thread context off": ("default", {"context": ()}),
+    "default, thread stage and context off": ("default", {"siblings": 0, "context": ()}),
     "default, reserve off": ("default", {"reserve": False}),
+    "default, the paper's reserve rule": ("default", {"reserve_rule": "paper"}),
+    "previous default (before issue 18)": ("default", {"siblings": 0, "reserve_rule": "paper", "depth": 50}),
 }
 
 

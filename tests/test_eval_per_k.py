@@ -51,14 +51,16 @@ def _hand(answers: dict[int, list[str]], gold: list[str]) -> dict[str, float]:
 def test_eval_recall_at_k_equals_a_query_asked_with_k(tmp_path):
     docs, qs = _write(tmp_path)
     ranked_out = tmp_path / "ranked.jsonl"
-    report = evaluate(docs, qs, EvalConfig(ks=KS), embedder=mempp.HashEmbedder(), ranked_out=ranked_out, progress=False, workdir=tmp_path)
+    # The paper's reserve rule: every matched document may take a reserve slot, so the chat lines do.
+    cfg = EvalConfig(ks=KS, reserve_rule="paper")
+    report = evaluate(docs, qs, cfg, embedder=mempp.HashEmbedder(), ranked_out=ranked_out, progress=False, workdir=tmp_path)
 
     # The oracle: the same store, asked by hand with each k.
     with mempp.Store.open(tmp_path / "oracle", embedder=mempp.HashEmbedder()) as store:
         store.add(DOCS)
         per_q = {}
         for q in QUESTIONS:
-            answers = {k: [h.key for h in store.query(q["text"], as_of=q["as_of"], k=k)] for k in KS}
+            answers = {k: [h.key for h in store.query(q["text"], as_of=q["as_of"], k=k, reserve_rule="paper")] for k in KS}
             per_q[q["id"]] = (answers, _hand(answers, q["evidence"]))
     # The reserve must change the top k here, or this test could not tell the two methods apart.
     assert any(a[4] != a[10][:4] for a, _ in per_q.values())

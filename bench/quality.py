@@ -15,6 +15,7 @@ Corpora (``--data`` holds what is not in ``../shared``; ``prepare`` writes the s
 | ``org-s1``, ``org-s2`` | ``bench/orgbench.py``, 4,000 documents, 2 organizations, seeds 1 and 2 | tuning |
 | ``org-s3``, ``org-s4`` | the same generator, seeds 3 and 4 (never used for tuning) | report |
 | ``lme-dev`` | LongMemEval-S dev split (``../shared/data/longmemeval-s-dev``, 120 questions) | report |
+| ``lme-dev-24`` | its first 24 scopes in sorted order (the baseline's window vectors of all 120 haystacks take hours here) | report |
 | ``realtalk`` | REALTALK, 10 real 21-day chats, converted by ``bench/convert_realtalk.py`` into ``--data``/realtalk | report |
 
 Embeddings are cached on disk (``--cache``, default ``/work/cache-quality``; ``bench/embcache.py``),
@@ -44,7 +45,7 @@ LME = SHARED / "data" / "longmemeval-s-dev"
 LOCOMO_TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 ORG_SEEDS = {"org-s1": 1, "org-s2": 2, "org-s3": 3, "org-s4": 4}
 TUNING = ("locomo-tune", "org-s1", "org-s2")
-REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "lme-dev", "realtalk")
+REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "lme-dev", "lme-dev-24", "realtalk")
 
 
 def corpus_paths(name: str, data: Path) -> tuple[Path, Path]:
@@ -75,6 +76,15 @@ def prepare(data: Path) -> None:
         with gzip.open(LME / "docs.jsonl.gz", "rb") as src, open(lme / "docs.jsonl.tmp", "wb") as dst:
             dst.write(src.read())
         os.replace(lme / "docs.jsonl.tmp", lme / "docs.jsonl")
+    sub24 = data / "lme-dev-24"
+    sub24.mkdir(parents=True, exist_ok=True)
+    with open(LME / "questions.jsonl", encoding="utf-8") as f:
+        scopes = sorted({json.loads(line)["scope"] for line in f if line.strip()})[:24]
+    for src, fname in ((lme / "docs.jsonl", "docs.jsonl"), (LME / "questions.jsonl", "questions.jsonl")):
+        with open(src, encoding="utf-8") as s_in, open(sub24 / fname, "w", encoding="utf-8") as dst:
+            for line in s_in:
+                if line.strip() and json.loads(line)["scope"] in scopes:
+                    dst.write(line)
     for name, seed in ORG_SEEDS.items():
         if not (data / name / "docs.jsonl").is_file():
             write(data / name, 4000, seed=seed, n_orgs=2)
@@ -140,6 +150,25 @@ def row(name: str, r: dict, ks: Sequence[int], cats: Sequence[str]) -> str:
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
+def summary(files: Sequence[str]) -> int:
+    runs: dict[tuple[str, str, str], dict] = {}
+    for f in files:
+        for line in open(f, encoding="utf-8"):
+            r = json.loads(line)
+            runs[(r["corpus"], r.get("embedder", "minilm"), r["config"])] = r["report"]
+    for corpus, embedder in dict.fromkeys((c, e) for c, e, _ in runs):
+        rows = [(name, rep) for (c, e, name), rep in runs.items() if (c, e) == (corpus, embedder)]
+        ks = rows[0][1]["k"]
+        cats = sorted({c for _, r in rows for c in r["by_category"]})
+        print(f"\n{corpus}, {embedder} ({rows[0][1]['questions']} questions; recall@{'/'.join(map(str, ks))})\n")
+        print("| configuration | " + " | ".join(f"R@{k}" for k in ks) + f" | MRR@{ks[0]} | "
+              + " | ".join(f"{c} (n={rows[0][1]['by_category'][c]['questions']})" for c in cats) + " |")
+        print("|" + "---|" * (len(ks) + 2 + len(cats)))
+        for name, r in rows:
+            print(row(name, r, ks, cats))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mempp.bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="/work/data-extra", help="where prepare writes the splits (outside the repository)")
@@ -153,8 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--config", action="append", default=None, help="a CONFIGS name (repeatable; default all)")
     t.add_argument("--k", type=int, action="append", default=None)
     t.add_argument("--json", default=None, help="append every report to this JSON Lines file")
+    sm = sub.add_parser("summary", help="tables from the JSON Lines that table --json wrote (the last run of each corpus and config)")
+    sm.add_argument("files", nargs="+")
     args = p.parse_args(argv)
     data = Path(args.data)
+    if args.cmd == "summary":
+        return summary(args.files)
     if args.cmd == "prepare":
         prepare(data)
         return 0

@@ -12,7 +12,7 @@ Corpora (``--data`` holds what is not in ``../shared``; ``prepare`` writes the s
 | ``locomo-tune`` | LoCoMo conversations conv-26, conv-30, conv-41, conv-42, conv-43 (the first five in file order) | tuning |
 | ``locomo-report`` | the other five: conv-44, conv-47, conv-48, conv-49, conv-50 | report |
 | ``locomo`` | all ten (1,982 scored questions) | report |
-| ``org-s1``, ``org-s2`` | ``bench/orgbench.py``, 4,000 documents, 2 organizations, seeds 1 and 2 | tuning |
+| ``org-s1``, ``org-s2`` | ``bench/orgbench/``, 4,000 documents, 2 organizations, seeds 1 and 2 | tuning |
 | ``org-s3``, ``org-s4`` | the same generator, seeds 3 and 4 (never used for tuning) | report |
 | ``lme-dev`` | LongMemEval-S dev split (``../shared/data/longmemeval-s-dev``, 120 questions) | report |
 | ``lme-dev-24`` | its first 24 scopes in sorted order (the baseline's window vectors of all 120 haystacks take hours here) | report |

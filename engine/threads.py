@@ -115,7 +115,7 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
     """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
     question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
     whatever thread context did to the lexical leg's ranking."""
-    from .planner import K1, _lex_table  # the planner imports this module
+    from .lexical import K1, _lex_table
 
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)

@@ -46,7 +46,7 @@ class CachingEmbedder:
         """Add the file's vectors to those in memory (kept where both have one)."""
         if self.path is None or not self.path.is_file():
             return
-        with np.load(self.path) as z:
+        with np.load(self.path, allow_pickle=False) as z:
             keys, vecs = z["keys"], z["vecs"]
             for k, v in zip(keys, vecs):
                 self._vec.setdefault(k.tobytes(), v)

@@ -147,7 +147,7 @@ def test_context_lifts_the_neighbour_of_a_strong_hit(tmp_path):
     ]
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
         s.add(docs)
-        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=())]
+        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=(), siblings=0)]
         ctx = s.query("camping kids", legs=["lexical"], reserve=False, context=(0.6,), context_mode="sum")
         assert "a" not in plain  # shares no word with the question
         assert [h.key for h in ctx][:2] == ["q", "a"]  # its thread neighbour carries it

@@ -496,16 +496,17 @@ class WritePath:
             if isinstance(exc, StoreWriteError) and exc.broken:
                 self._broken = str(exc)
             raise
-        self._publish(state)
+        self._publish(state, batch.built)
         if self._merge_mode == "background":
             self._merges.poke()
 
-    def _publish(self, state: State) -> None:
-        """Move to ``state``, just committed by this process (its files verified as written)."""
+    def _publish(self, state: State, built: dict | None = None) -> None:
+        """Move to ``state``, just committed by this process (its files verified as written;
+        ``built``: a small unit's postings and int8 copy, made in memory by the commit)."""
         new = [u for u in state.units if u.hi == state.version] + [a for a in state.anns if a.version == state.version]
         written = [(f.name, f.xxh3) for u in new for f in (u.files.values() if isinstance(u, Unit) else [u.file])]
         with self._state:
-            self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written)
+            self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written, built=built)
             self._index_keys()
 
     # --- merging ---------------------------------------------------------------------------------

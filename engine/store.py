@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ from .versions import VersionsMixin, pinned
 from .writes import BackgroundMerges, WritePath
 
 DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
-OPEN_RETRIES = 5  # a reader that finds a file gone re-reads CURRENT this many times (a writer merged it away)
+OPEN_RETRY_SECONDS = 60.0  # a reader that finds a file gone re-reads CURRENT while it keeps moving (a
+# writer merged the file away), for at most this long: each retry sees a newer version, so it only
+# repeats while a writer commits and merges faster than this reader can map one version
 MERGE_MODES = ("background", "manual")
 
 
@@ -176,7 +179,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
             check_is_store(path)
         check_layout(path)
         pinned_at = version is not None or as_known_at is not None
-        for attempt in range(OPEN_RETRIES + 1):
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
             state = None
             try:
                 state = read_state(path)
@@ -192,7 +196,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
                 snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut)
                 break
             except Vanished:
-                if attempt == OPEN_RETRIES or not _moved(path, state):
+                if time.monotonic() > deadline or not _moved(path, state):
                     raise
         store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
         store._on_corrupt = on_corrupt
@@ -211,7 +215,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
         if self._pinned:
             return self._snap.version
         check_layout(self.path)
-        for attempt in range(OPEN_RETRIES + 1):
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
             pointer = read_pointer(self.path)
             if pointer is None or pointer[0] <= self._snap.version:
                 return self._snap.version
@@ -224,9 +229,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
                         self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt)
                     return self._snap.version
             except Vanished:
-                if attempt == OPEN_RETRIES or not _moved(self.path, state):
+                if time.monotonic() > deadline or not _moved(self.path, state):
                     raise
-        return self._snap.version
 
     def close(self) -> None:
         if self._closed:

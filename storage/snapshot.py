@@ -204,7 +204,7 @@ class Snapshot:
             try:
                 terms, sups, rebuild, placeholders = self._load(store, units, old, bad, base)
             except FileNotFoundError as exc:  # checked, then removed by a writer before it was mapped
-                raise Vanished(str(exc.filename or store), "file named by the manifest is missing") from None
+                raise Vanished(str(exc.filename or store), f"file named by the manifest is missing ({exc})") from None
             if verify:
                 self.verified.update((f.name, f.digest[1]) for f in todo if f.name not in bad)
         # ANN indexes over ranges of documents: loaded (after their checksum) in the background.

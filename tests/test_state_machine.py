@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import mempp
 
 from strategies import AUTHORS, as_of_values, author_filters, doc_dates, documents, texts
-from test_temporal import Model
+from test_temporal import Model, recorded
 
 LONG = os.environ.get("MEMPP_LONG") == "1"
 RUNS = {"examples": 0, "steps": 0, "queries": 0}
@@ -61,6 +61,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.reader = None  # a read-only Store pinned to reader_version until it refreshes
         self.reader_version = 0
         self.instants: list[str] = []  # as_of values exactly at a date the history used (boundaries)
+        self.stored: list[dict] = []  # every keyed input that was stored as a new document (to replay)
         RUNS["examples"] += 1
 
     @initialize()
@@ -89,9 +90,14 @@ class StoreMachine(RuleBasedStateMachine):
             self.instants.append(f"{value}T00:00:00" if len(value) == 10 else value)
 
     def as_of(self, data):
-        """None, any date, or (often) exactly a document date or an effective date of the history."""
-        if self.instants and data.draw(st.booleans(), label="boundary"):
+        """None, any date (far future included), (often) exactly a document date or an effective
+        date of the history, or an instant between two writes (after one's "effective now"
+        supersessions were recorded, before the next's)."""
+        kind = data.draw(st.sampled_from(("any", "boundary", "between")), label="as_of kind")
+        if kind == "boundary" and self.instants:
             return data.draw(st.sampled_from(self.instants), label="as_of")
+        if kind == "between" and self.model.spans:
+            return self.model.between(data.draw(st.integers(0, len(self.model.spans) - 1), label="after write"))
         return data.draw(as_of_values, label="as_of")
 
     def _check_query(self, store, model: Model, as_of, authors) -> None:
@@ -106,8 +112,11 @@ class StoreMachine(RuleBasedStateMachine):
     def add(self, data) -> None:
         batch = []
         for _ in range(data.draw(st.integers(1, 4), label="size")):
-            kind = data.draw(st.sampled_from(["new", "keyless", "readd"] if self.keys else ["new", "keyless"]), label="kind")
-            if kind == "keyless":
+            kinds = ["new", "keyless"] + (["readd"] if self.keys else []) + (["replay"] if self.stored else [])
+            kind = data.draw(st.sampled_from(kinds), label="kind")
+            if kind == "replay":  # an exact replay of a stored version, active or superseded: a re-ingest
+                doc = dict(data.draw(st.sampled_from(self.stored), label="replayed"))
+            elif kind == "keyless":
                 doc = data.draw(documents(text=data.draw(st.one_of(texts(1, 3), st.just(" \n ")))))
             else:
                 self.counter += 1
@@ -121,7 +130,12 @@ class StoreMachine(RuleBasedStateMachine):
             batch.append(doc)
             self._seen(doc.get("date"))
         before = (len(self.model.docs), len(self.model.events))
-        assert self.store.add(batch) == self.model.add(batch)
+        n = len(self.model.docs)
+        got, at = recorded(lambda: self.store.add(batch))
+        assert got == self.model.add(batch, at)
+        for i, (doc, doc_id) in enumerate(zip(batch, got)):
+            if doc_id is not None and doc_id >= n and "id" in doc and got.index(doc_id) == i:
+                self.stored.append({f: doc[f] for f in ("id", "text", "author", "date") if f in doc})
         self._committed(before)
 
     @precondition(lambda self: len(self.keys) >= 2)
@@ -130,8 +144,8 @@ class StoreMachine(RuleBasedStateMachine):
         old, new = data.draw(st.lists(st.sampled_from(self.keys), min_size=2, max_size=2, unique=True))
         self._seen(effective)
         before = (len(self.model.docs), len(self.model.events))
-        self.store.supersede(old, new, effective=effective)
-        self.model.supersede(old, new, effective)
+        _, at = recorded(lambda: self.store.supersede(old, new, effective=effective))
+        self.model.supersede(old, new, effective, at)
         self._committed(before)
 
     # --- reads ----------------------------------------------------------------------------------

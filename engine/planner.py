@@ -419,17 +419,11 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     segments = snap.segments
     ann_used: list[str] = []
     ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
-    ann = [a for a in getattr(snap, "ann", ()) if a.index is not None] if opt.ann != "exact" else []
+    ann = ann_searches(snap, mask, opt)
     if ann:
         covered = np.zeros(len(segments), dtype=bool)
-        for a in ann:
+        for a, n_cand, want in ann:
             lo, hi = a.first, a.first + a.n
-            n_cand = int(np.count_nonzero(mask[lo:hi]))
-            if n_cand == 0:
-                continue
-            want = ann_request(depth, n_cand, a.n)
-            if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
-                continue
             labels, _ = a.knn(query, want, ef=max(want, ANN_EF_MIN))
             hits = np.sort(labels[mask[labels].view(bool)])
             if len(hits) < min(depth, n_cand):
@@ -517,6 +511,27 @@ ANN_EF_MIN = 64
 ANN_OVERSAMPLE = 3.0  # 1.5 gave recall@10 0.938 at 1M clustered (10-50% candidates); 3.0 gave 0.955
 
 
+def ann_searches(snap: Snapshot, mask: np.ndarray, opt: QueryOptions) -> list:
+    """The ANN indexes :func:`vector_leg` searches for a query, as ``(index, candidates in its range,
+    neighbours to ask for)``: those loaded, holding candidates, and chosen by ``opt.ann`` (``"auto"``:
+    by the cost model). Empty when the leg needs the dense pass (thread context, windows) or
+    scans exactly."""
+    if opt.ann == "exact" or (opt.context and snap.has_threads) or snap.has_windows:
+        return []
+    out = []
+    for a in getattr(snap, "ann", ()):
+        if a.index is None:
+            continue
+        n_cand = int(np.count_nonzero(mask[a.first : a.first + a.n]))
+        if n_cand == 0:
+            continue
+        want = ann_request(opt.depth, n_cand, a.n)
+        if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+            continue
+        out.append((a, n_cand, want))
+    return out
+
+
 def int8_keep(depth: int, n_cand: int) -> int:
     """Rows a single query's int8 scan keeps for exact rescoring (see :func:`vector_leg`)."""
     return max(RESCORE * depth, depth + 100, n_cand // KEEP_PER_CANDIDATES)
@@ -584,11 +599,25 @@ def vector_legs(
     rescored with the single-query kernel and certified (the product and the kernel round
     differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be
     answered alone (not certified, or a store whose vector leg needs a dense pass: windows,
-    thread context). ``counts``: each mask's candidates, when known.
+    thread context) or whose vector leg searches an ANN index (:func:`ann_searches`: it is
+    answered as :func:`vector_leg` answers it alone). ``counts``: each mask's candidates, when known.
     """
     n_q = len(opts)
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
         return [None] * n_q
+    if any(a.index is not None for a in getattr(snap, "ann", ())):
+        alone = [bool(ann_searches(snap, masks[b], o)) for b, o in enumerate(opts)]
+        if any(alone):
+            rest = [b for b in range(n_q) if not alone[b]]
+            out: list = [None] * n_q
+            if rest:
+                sub = vector_legs(
+                    snap, np.asarray(qvecs)[rest], np.stack([masks[b] for b in rest]), [opts[b] for b in rest],
+                    None if counts is None else np.asarray(counts)[rest],
+                )
+                for b, r in zip(rest, sub):
+                    out[b] = r
+            return out
     q = np.ascontiguousarray(qvecs, dtype=np.float32)
     m = masks if isinstance(masks, np.ndarray) and masks.ndim == 2 else np.stack(masks)
     if snap.segments and all(e.q8 is not None for e in snap.segments):

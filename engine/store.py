@@ -963,7 +963,8 @@ class Store:
         rows unless its embedding is given. Within a
         chunk the vector leg is one pass over each block of documents for all its queries (the int8
         copy, or a float32 matrix product; ``planner.vector_legs``), certified equal to the
-        single-query exact scan; ANN indexes are not used in a batch.
+        single-query exact scan; a query whose vector leg searches an ANN index
+        (``vector_index``, the cost model) is answered by it alone, as :meth:`query` answers it.
         """
         import pyarrow as pa
 

@@ -221,7 +221,7 @@ class Store:
             read_only = True
         check_manifest_names(path, manifest)
         want = analyzer or Analyzer()
-        if manifest is not None and analyzer is not None and manifest["analyzer"] != analyzer.to_json():
+        if manifest is not None and analyzer is not None and Analyzer.from_json(manifest["analyzer"]) != analyzer:
             raise StoreError(f"{path}: store was indexed with analyzer {manifest['analyzer']}, not {analyzer.to_json()}")
         if manifest is not None and index is not None and IndexConfig.from_json(manifest.get("index")) != index:
             raise StoreError(f"{path}: store was indexed with {manifest.get('index')}, not {index.to_json()}")

@@ -174,7 +174,7 @@ def org(tmp_path_factory):
         rest = np.setdiff1d(np.flatnonzero(day >= 0), old)
         pairs = rng.choice(rest, (400, 2), replace=False)
         eff = rng.integers(0, 1000, 400)
-        s.supersede_many([(int(a), int(b), str(ORG_DAY0 + int(e))) for (a, b), e in zip(pairs, eff)])
+        s.supersede_many([(int(a), int(b), str(ORG_DAY0 + int(e))) for (a, b), e in zip(pairs, eff)], backdate=True)
         for (a, _), e in zip(pairs, eff):
             oracle.ends.setdefault(int(a), []).append((int(e), 3))
         # Newer than the index: scanned exactly beside it.

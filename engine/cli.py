@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Sequence
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
@@ -77,7 +77,7 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
     d = (lambda v: v) if defaults else (lambda v: None)
     p.add_argument("--weights", type=_weights, default=d(DEFAULT_WEIGHTS), help="lexical,tag,vector fusion weights (default 2,1,1)")
-    p.add_argument("--depth", type=int, default=d(DEFAULT_DEPTH), help="candidates per leg (default 50)")
+    p.add_argument("--depth", type=int, default=None, help=f"candidates per leg (default {DEFAULT_DEPTH}, or 2k above k = 25)")
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
     p.add_argument("--context", type=_floats, default=d(DEFAULT_CONTEXT),
@@ -87,6 +87,10 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="thread context counts fully for documents of at most this many terms, less for longer ones")
     p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
                    help="without --as-of, a date named in the question bounds it")
+    p.add_argument("--siblings", type=int, default=d(DEFAULT_SIBLINGS),
+                   help=f"thread stage: a hit's thread follows it when the thread holds at most this many documents (default {DEFAULT_SIBLINGS}; 0 off)")
+    p.add_argument("--reserve-rule", choices=("relevant", "paper"), default=d(DEFAULT_RESERVE_RULE),
+                   help="which documents may take the 3 reserve slots: relevant (lexical matches near the top; default) or paper (any match)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,11 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
     p.add_argument("--docs", required=True, help="documents, JSON Lines in the shared/eval format (one store is built per scope)")
     p.add_argument("--questions", required=True, help="questions, JSON Lines in the shared/eval format")
-    p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
+    p.add_argument(
+        "--k", type=int, action="append", default=None,
+        help="cut-off (repeatable; default 10 and 50); every question is asked once per k and each k scored on its own answer",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
+    p.add_argument(
+        "--ranked-out", default=None,
+        help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
+    )
     p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm", help="minilm: the real model (default); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--baseline", choices=("bm25", "rrf-siblings"), default=None,
+        help="score a plain baseline instead of mempp (bench/baseline.py): bm25, or rrf-siblings (issue 18's BM25 + best-window vector, RRF 1/4, thread siblings)",
+    )
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
     p.add_argument("--embed-template", default=None, help='index time: what to embed, e.g. "{author}: {text}"')
@@ -267,6 +281,8 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         context=args.context,
         context_length=args.context_length,
         context_mode=args.context_mode,
+        siblings=args.siblings,
+        reserve_rule=args.reserve_rule,
         question_dates=args.question_dates,
     )
 
@@ -426,9 +442,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
+    if args.baseline:
+        from mempp.bench.baseline import evaluate_baseline
+
+        report = evaluate_baseline(args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder, ranked_out=args.ranked_out)
+        print(json.dumps(report) if args.json else format_report(report))
+        return 0
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
+        siblings=args.siblings, reserve_rule=args.reserve_rule,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

@@ -14,9 +14,11 @@ TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
 # organizational benchmark both, lexical-heavy fusion with thread context ("max" mode) beats
 # the paper's weights 1,1,4 (`mempp eval --preset paper` keeps those).
 DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector
-DEFAULT_DEPTH = 50
+DEFAULT_DEPTH = 50  # candidates per leg; a query for more than 25 documents gets 2k (depth=None, the default)
 DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"
+DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
+DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ import numpy as np
 
 from mempp.storage import Snapshot
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .threads import RESERVE_RULES
 from .dates import from_us, to_us
 from .errors import ValidationError
 from .ingest import check_vector
@@ -55,10 +56,12 @@ class ReadPath:
 
     def _options(
         self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
-        context_mode, vector_index="auto",
+        context_mode, vector_index="auto", siblings=DEFAULT_SIBLINGS, reserve_rule=DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
+        if depth is None:
+            depth = max(DEFAULT_DEPTH, 2 * int(k))  # each leg returns enough for the answer's size
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValidationError(f"expected an integer >= 1, got {depth!r}", field="depth")
         if isinstance(weights, dict):
@@ -90,8 +93,14 @@ class ReadPath:
             isinstance(context_length, bool) or not isinstance(context_length, (int, float)) or not context_length > 0
         ):
             raise ValidationError(f"expected a number > 0 or None, got {context_length!r}", field="context_length")
+        if isinstance(siblings, bool) or not isinstance(siblings, (int, np.integer)) or siblings < 0:
+            raise ValidationError(f"expected an integer >= 0, got {siblings!r}", field="siblings")
+        if reserve_rule not in RESERVE_RULES:
+            raise ValidationError(f"expected one of {list(RESERVE_RULES)}, got {reserve_rule!r}", field="reserve_rule")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
+            siblings=int(siblings),
+            reserve_rule=reserve_rule,
             context=ctx if any(ctx) else (),
             context_length=None if context_length is None else float(context_length),
             context_max=_context_mode(context_mode),
@@ -120,7 +129,7 @@ class ReadPath:
         date_from: Any = None,
         date_to: Any = None,
         weights: Sequence[float] | dict[str, float] = DEFAULT_WEIGHTS,
-        depth: int = DEFAULT_DEPTH,
+        depth: int | None = None,
         reserve: bool = True,
         legs: Iterable[str] | None = None,
         embedding: Any = None,
@@ -129,6 +138,8 @@ class ReadPath:
         context_mode: str = DEFAULT_CONTEXT_MODE,
         question_dates: bool = False,
         vector_index: str = "auto",
+        siblings: int = DEFAULT_SIBLINGS,
+        reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -145,6 +156,12 @@ class ReadPath:
         terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
         ``"max"`` (default) lifts a document only up to its best neighbour's weighted score;
         ``"sum"`` adds the neighbours' weighted scores.
+        ``depth``: candidates each leg returns; None (default): 50, or 2k for k above 25.
+        ``siblings``: the thread stage: each candidate of a thread of at most this many documents
+        (default 8; 0 turns it off) rises to 0.7 of the best fused score among its thread's other
+        members (``mempp.threads``). ``reserve``: the last 3 slots go to the latest-dated documents
+        ``reserve_rule`` lets in: ``"relevant"`` (default) strong lexical matches (BM25 at least 0.7
+        of the best) within the first 3k places, ``"paper"`` any document a leg matched.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (:meth:`build_ann`), ``"auto"``
@@ -165,7 +182,7 @@ class ReadPath:
         opt = self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -361,15 +378,15 @@ class ReadPath:
         return out
 
     def _query_options(
-        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
+        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: Any = None, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
-        vector_index: str = "auto",
+        vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         return self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
 
 

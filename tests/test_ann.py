@@ -207,7 +207,7 @@ def org_queries(rng, oracle, n_docs, count):
 def ask(s, q, as_of, authors, threads, mode, k=10, depth=50):
     return s.query(
         "", embedding=q, as_of=None if as_of is None else str(ORG_DAY0 + as_of), k=k, depth=depth, weights=(0, 0, 1),
-        reserve=False, context=(), vector_index=mode,
+        reserve=False, context=(), siblings=0, vector_index=mode,
         authors=None if authors is None else [f"Author {a}" for a in authors],
         threads=None if threads is None else [f"t{t}" for t in threads],
     )

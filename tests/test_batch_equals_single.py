@@ -57,6 +57,8 @@ def query_options(draw) -> dict:
         "context_mode": st.sampled_from(("max", "sum")),
         "context_length": st.one_of(st.none(), st.integers(1, 8), st.floats(0.5, 10)),
         "vector_index": st.sampled_from(("auto", "exact", "ann")),
+        "siblings": st.sampled_from((0, 1, 3, 8, 100)),
+        "reserve_rule": st.sampled_from(("relevant", "paper")),
     }
     filters = {
         "authors": names(AUTHORS),

@@ -167,7 +167,7 @@ def test_context_lifts_the_neighbour_of_a_strong_hit(tmp_path):
     ]
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
         s.add(docs)
-        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=())]
+        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=(), siblings=0)]
         ctx = s.query("camping kids", legs=["lexical"], reserve=False, context=(0.6,), context_mode="sum")
         assert "a" not in plain  # shares no word with the question
         assert [h.key for h in ctx][:2] == ["q", "a"]  # its thread neighbour carries it
@@ -352,15 +352,40 @@ def test_dense_vector_leg_with_context_matches_dense_oracle(threaded, seed, opti
 
 
 def test_lexical_query_with_default_context_ranks_as_the_oracle(threaded):
-    """Through Store.query with the default options (context 0.8, 0.6, 0.4 in max mode), lexical leg only."""
+    """Through Store.query with the default context (0.8, 0.6, 0.4 in max mode), lexical leg only
+    and the thread stage after fusion off (``siblings=0``: it has its own oracle)."""
     store, doc_terms, threads, _ = threaded
     prev, nxt = thread_links(threads)
     rng = np.random.default_rng(5)
     for _ in range(30):
         question = " ".join(rng.choice(VOCAB, size=rng.integers(1, 4)))
-        hits = store.query(question, legs=["lexical"], reserve=False, k=50)
+        hits = store.query(question, legs=["lexical"], reserve=False, k=50, siblings=0)
         assert hits.plan.legs["lexical"]["method"] == "sparse with thread context"
         mask = (store._snap.valid_until == mempp.storage.FOREVER).astype(np.uint8)
         raw = bm25_dense(doc_terms, mempp.storage.Analyzer().terms(question))
         oracle = dense_context_leg(raw, mask, prev, nxt, (0.8, 0.6, 0.4))
         assert_ranks_like([h.doc_id for h in hits], oracle, sparse_pool(raw, mask, prev, nxt, 3), 50)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 60, width=32), min_size=1, max_size=300), st.randoms(use_true_random=False), st.integers(1, 6))
+def test_moments_do_not_depend_on_order_or_parts(values, rng, parts):
+    """Fixed-point moments: any order of the scores, and the sum of any split into parts (segments,
+    shards), give the same floats exactly; and they equal numpy's moments up to the rounding of
+    each score to 2**-32."""
+    from mempp.kernels.context import fixed_sums, moments_from_sums
+
+    scores = np.array(values, dtype=np.float32)
+    ids = np.arange(len(scores), dtype=np.int64)
+    whole = sparse_moments(scores, ids, len(ids), len(ids))
+    shuffled = ids.copy()
+    rng.shuffle(shuffled)
+    assert sparse_moments(scores, shuffled, len(ids), len(ids)) == whole
+    sums = np.zeros(4, dtype=np.int64)
+    for part in np.array_split(shuffled, parts):
+        fixed_sums(scores, part, len(part), sums)
+    assert moments_from_sums(sums, len(ids)) == whole
+    mask = np.ones(len(scores), dtype=np.uint8)
+    assert candidate_moments(scores, mask) == whole
+    v = scores.astype(np.float64)
+    np.testing.assert_allclose(whole, (v.mean(), v.std() if v.std() ** 2 > 1e-18 else 1.0), rtol=1e-6, atol=1e-6)

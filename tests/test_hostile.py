@@ -266,8 +266,9 @@ def test_huge_queries_are_refused_or_answered(filled):
     many = " ".join(f"t{i}" for i in range(100_000))  # 100k distinct terms, under the limit
     hits = filled.query(many + " sla", k=3)
     # both documents are candidates (the vector leg ranks them); with k <= 3 every slot is a
-    # reserve slot: the latest-dated first
-    assert [(h.key, h.reserved) for h in hits] == [("b", True), ("ok", True)]
+    # reserve slot, which only the strong lexical match may take ("relevant" rule); the fused
+    # order fills the rest
+    assert [(h.key, h.reserved) for h in hits] == [("ok", True), ("b", False)]
     assert [h.key for h in filled.query(many + " sla", k=3, legs=["lexical"])] == ["ok"]
     with pytest.raises(mempp.ValidationError):
         filled.query(b"bytes")

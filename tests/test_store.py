@@ -137,7 +137,7 @@ def test_ranks_and_reserve_in_hits(tmp_path):
         docs = [{"id": f"d{i}", "text": f"budget review number {i} " + "budget " * (20 - i), "date": f"2023-01-{i + 1:02d}"}
                 for i in range(20)]
         s.add(docs)
-        hits = s.query("budget", k=6, legs=["lexical"])
+        hits = s.query("budget", k=6, legs=["lexical"], reserve_rule="paper")
         assert len(hits) == 6
         assert [h.reserved for h in hits] == [False] * 3 + [True] * 3
         fused = [h.key for h in hits[:3]]
@@ -146,6 +146,9 @@ def test_ranks_and_reserve_in_hits(tmp_path):
         assert all(h.ranks["lexical"] is not None and h.ranks["vector"] is None for h in hits)
         plain = s.query("budget", k=6, legs=["lexical"], reserve=False)
         assert [h.key for h in plain] == [f"d{i}" for i in range(6)]
+        # The default rule: reserve slots only for strong lexical matches near the top of the list.
+        relevant = s.query("budget", k=6, legs=["lexical"])
+        assert [h.key for h in relevant[:3]] == ["d0", "d1", "d2"] and "d19" not in [h.key for h in relevant]
 
 
 def test_precomputed_embeddings(tmp_path):

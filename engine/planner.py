@@ -22,12 +22,12 @@ from .options import QueryOptions, context_scale
 from .tags import NameMatcher, tag_leg
 from .threads import choose
 from .types import LEGS
-from .vector import RESCORE, KEEP_PER_CANDIDATES, ann_cost_ms, ann_request, exact_cost_ms, int8_keep, vector_leg
+from .vector import RESCORE, KEEP_PER_CANDIDATES, ann_cost_ms, ann_request, ann_searches, exact_cost_ms, int8_keep, vector_leg
 from .vector_batch import BATCH_BLOCK, BATCH_KEEP_BASE, BATCH_KEEP_PER_CANDIDATES, vector_legs
 
 __all__ = [
     "B", "BACKGROUND_INDEX_DOCS", "BATCH_BLOCK", "BATCH_KEEP_BASE", "BATCH_KEEP_PER_CANDIDATES", "K1", "KEEP_PER_CANDIDATES",
-    "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "candidate_mask", "context_scale", "date_bounds",
+    "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
     "exact_cost_ms", "int8_keep", "lexical_leg", "run", "tag_leg", "valid_index", "vector_leg", "vector_legs",
 ]
 

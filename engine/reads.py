@@ -146,6 +146,9 @@ class ReadPath:
         ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
         ``weights``: (lexical, tag, vector) or a dict (default 2, 1, 1; the paper's is 1, 1, 4);
         a weight of 0 (or a leg left out of ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        A blank ``text`` (empty or whitespace only) is not embedded: it has no words and no
+        vector to rank by, so it gets no hits unless ``embedding`` is given (then the vector
+        leg ranks by that). :meth:`query_batch` follows the same rule.
         ``context``: thread-context weights for neighbours 1, 2, 3 steps away in the document's
         thread (default ``(0.8, 0.6, 0.4)``; ``()`` turns it off), applied to the lexical and
         vector legs' z-scored scores.
@@ -269,10 +272,13 @@ class ReadPath:
         Columns: query (its index), rank, doc_id, key, score (fused), reserved, and rank_lexical,
         rank_tag, rank_vector (null where that leg did not return the document). The same hits
         as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
-        or one per query; query embeddings are computed in batches unless given. Within a
+        or one per query; query embeddings are computed in batches unless given. A blank
+        question (empty or whitespace only) is not embedded and, as with :meth:`query`, has no
+        rows unless its embedding is given. Within a
         chunk the vector leg is one pass over each block of documents for all its queries (the int8
         copy, or a float32 matrix product; ``planner.vector_legs``), certified equal to the
-        single-query exact scan; ANN indexes are not used in a batch.
+        single-query exact scan; a query whose vector leg searches an ANN index
+        (``vector_index``, the cost model) is answered by it alone, as :meth:`query` answers it.
         """
         import pyarrow as pa
 
@@ -309,10 +315,16 @@ class ReadPath:
         for start in range(0, len(texts), chunk):
             part = range(start, min(len(texts), start + chunk))
             qv = None
+            blank = [False] * len(part)
             if vecs is not None:
                 qv = vecs[start : part.stop]
             elif texts and snap.n_docs and opts[0].weights[2]:
-                qv = self.embedder.embed([texts[i] for i in part])
+                # As in query(): a blank question is not embedded, so its vector leg is off.
+                blank = [not texts[i].strip() for i in part]
+                qv = np.zeros((len(part), self.dim), dtype=np.float32)
+                worded = [j for j, b in enumerate(blank) if not b]
+                if worded:
+                    qv[worded] = self.embedder.embed([texts[part[j]] for j in worded])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
@@ -323,7 +335,7 @@ class ReadPath:
                 vec_rank = vector_legs(snap, qv, masks, popts, counts) if qv is not None else [None] * len(part)
                 for j, qi in enumerate(part):
                     chosen, fused, rankings, _ = run(
-                        snap, texts[qi], None if qv is None else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
+                        snap, texts[qi], None if qv is None or blank[j] else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
                         n_cand=int(counts[j]),
                     )
                     got = [doc for doc, _ in chosen]

@@ -189,7 +189,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
                     state, cut = pinned(path, state, version, as_known_at)
                     read_only = True
                 check_manifest_names(path, state)
-                if state is not None and analyzer is not None and state.meta["analyzer"] != analyzer.to_json():
+                if state is not None and analyzer is not None and Analyzer.from_json(state.meta["analyzer"]) != analyzer:
                     raise StoreError(f"{path}: store was indexed with analyzer {state.meta['analyzer']}, not {analyzer.to_json()}")
                 if state is not None and index is not None and IndexConfig.from_json(state.meta.get("index")) != index:
                     raise StoreError(f"{path}: store was indexed with {state.meta.get('index')}, not {index.to_json()}")

@@ -45,17 +45,11 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     segments = snap.segments
     ann_used: list[str] = []
     ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
-    ann = [a for a in getattr(snap, "ann", ()) if a.index is not None] if opt.ann != "exact" else []
+    ann = ann_searches(snap, mask, opt)
     if ann:
         covered = np.zeros(len(segments), dtype=bool)
-        for a in ann:
+        for a, n_cand, want in ann:
             lo, hi = a.first, a.first + a.n
-            n_cand = int(np.count_nonzero(mask[lo:hi]))
-            if n_cand == 0:
-                continue
-            want = ann_request(depth, n_cand, a.n)
-            if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
-                continue
             labels, _ = a.knn(query, want, ef=max(want, ANN_EF_MIN))
             hits = np.sort(labels[mask[labels].view(bool)])
             if len(hits) < min(depth, n_cand):
@@ -146,6 +140,27 @@ ANN_OVERSAMPLE = 3.0  # 1.5 gave recall@10 0.938 at 1M clustered (10-50% candida
 def int8_keep(depth: int, n_cand: int) -> int:
     """Rows a single query's int8 scan keeps for exact rescoring (see :func:`vector_leg`)."""
     return max(RESCORE * depth, depth + 100, n_cand // KEEP_PER_CANDIDATES)
+
+
+def ann_searches(snap: Snapshot, mask: np.ndarray, opt: QueryOptions) -> list:
+    """The ANN indexes :func:`vector_leg` searches for a query, as ``(index, candidates in its range,
+    neighbours to ask for)``: those loaded, holding candidates, and chosen by ``opt.ann`` (``"auto"``:
+    by the cost model). Empty when the leg needs the dense pass (thread context, windows) or
+    scans exactly."""
+    if opt.ann == "exact" or (opt.context and snap.has_threads) or snap.has_windows:
+        return []
+    out = []
+    for a in getattr(snap, "ann", ()):
+        if a.index is None:
+            continue
+        n_cand = int(np.count_nonzero(mask[a.first : a.first + a.n]))
+        if n_cand == 0:
+            continue
+        want = ann_request(opt.depth, n_cand, a.n)
+        if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+            continue
+        out.append((a, n_cand, want))
+    return out
 
 
 def exact_cost_ms(n_docs: int, n_cand: int) -> float:

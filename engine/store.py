@@ -46,7 +46,7 @@ from mempp.storage.ann import to_bytes as ann_bytes
 
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS, IndexConfig
 from .dates import from_us, iso, to_us
-from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
+from .embedder import DEFAULT_MODEL, Embedder, describe, embed_queries, embedder_for, model_label, model_spec, same_model
 from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import Deferred, FingerprintIndex, NewRows, Plain, Row, check_vector, prepare_batch, record_fingerprints
 from .qdates import question_as_of
@@ -73,7 +73,8 @@ def _batch_schema():
 
 _BATCH_SCHEMA = _batch_schema()
 
-DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
+# The manifest record of a new store opened without an embedder (embedder.DEFAULT_MODEL).
+DEFAULT_EMBEDDER = model_spec(DEFAULT_MODEL).describe()
 
 
 def _one_writer_thread(method):
@@ -130,7 +131,7 @@ class Store:
         self,
         path: Path,
         snapshot: Snapshot,
-        embedder: Embedder | None,
+        embedder: Embedder | str | None,
         read_only: bool,
         analyzer: Analyzer,
         index: IndexConfig,
@@ -139,7 +140,9 @@ class Store:
         self.path = path
         self.index = IndexConfig.from_json(snapshot.manifest["index"]) if snapshot.manifest.get("index") else index
         self._snap = snapshot
-        self._embedder = embedder
+        # A shipped model named by a string is loaded on first use, like the store's own.
+        want = model_spec(embedder).describe() if isinstance(embedder, str) else describe(embedder) if embedder is not None else None
+        self._embedder = None if isinstance(embedder, str) else embedder
         self.read_only = read_only
         self._analyzer = snapshot.analyzer or analyzer
         self._lock = WriterLock(path)
@@ -160,13 +163,9 @@ class Store:
         self._fps = FingerprintIndex()
         self._indexed = 0
         info = snapshot.manifest.get("embedder") if snapshot.manifest else None
-        if embedder is not None and info is not None:
-            if embedder.model_id != info["model_id"] or int(embedder.dim) != int(info["dim"]):
-                raise EmbedderError(
-                    f"{path}: store was built with {info['model_id']} ({info['dim']}-d); "
-                    f"got {embedder.model_id} ({embedder.dim}-d)"
-                )
-        self._embedder_info = info or (describe(embedder) if embedder is not None else dict(DEFAULT_EMBEDDER))
+        if want is not None and info is not None and not same_model(info, want):
+            raise EmbedderError(f"{path}: store was built with {model_label(info)}; got {model_label(want)}")
+        self._embedder_info = info or want or dict(DEFAULT_EMBEDDER)
 
     # --- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -174,7 +173,7 @@ class Store:
         cls,
         path: str | os.PathLike,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         read_only: bool = False,
         create: bool = True,
         version: int | None = None,
@@ -186,8 +185,13 @@ class Store:
     ) -> "Store":
         """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
 
-        ``embedder``: defaults to the model the store was built with (all-MiniLM-L6-v2 for a new
-        store), loaded on first use. ``version``: open that committed version, read-only.
+        ``embedder``: an embedder object, or the name of a model that ships with mempp
+        (``"all-MiniLM-L6-v2"``/``"minilm"``, ``"bge-small-en-v1.5"``/``"bge-small"``; see
+        ``mempp.embedder.MODELS``). It chooses the model of a new store, which the manifest
+        records (model id, dimension, window, model file sha256); an existing store keeps its
+        model, and naming another is an :class:`EmbedderError`. None: the model the store was
+        built with (``embedder.DEFAULT_MODEL`` for a new store). A shipped model loads on first use.
+        ``version``: open that committed version, read-only.
         ``as_known_at``: open, read-only, the newest version committed at or before that instant
         (transaction time; an ISO string, ``datetime`` or ``date``, with the library's one date
         policy: no time zone means UTC, an offset is converted, a date alone means the end of
@@ -206,6 +210,8 @@ class Store:
         """
         if not isinstance(resident, bool):
             raise ValidationError(f"expected True or False, got {resident!r}", field="resident")
+        if isinstance(embedder, str):
+            model_spec(embedder)  # an unknown name fails before anything is created
         path = check_store_path(path)
         if not path.exists():
             if read_only or version is not None or as_known_at is not None or not create:
@@ -872,7 +878,7 @@ class Store:
             if embedding is not None:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
-                qvec = self.embedder.embed([text])[0]
+                qvec = embed_queries(self.embedder, [text])[0]
         hits = self._execute(text, qvec, opt, snap)
         if from_question and hits.plan is not None:
             hits.plan = replace(hits.plan, as_of_from_question=True)
@@ -998,7 +1004,7 @@ class Store:
             if vecs is not None:
                 qv = vecs[start : part.stop]
             elif texts and snap.n_docs and opts[0].weights[2]:
-                qv = self.embedder.embed([texts[i] for i in part])
+                qv = embed_queries(self.embedder, [texts[i] for i in part])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy

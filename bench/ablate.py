@@ -13,9 +13,12 @@ import json
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
+
+from mempp.embedder import EMBEDDER_CHOICES, embed_queries
 
 from .evaluate import EvalConfig, evaluate, make_embedder, preset
 
@@ -26,7 +29,9 @@ class CachingEmbedder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.dim, self.model_id, self.max_tokens = inner.dim, inner.model_id, inner.max_tokens
+        self.model_sha256 = getattr(inner, "model_sha256", None)
         self._vec: dict[bytes, np.ndarray] = {}
+        self._qvec: dict[bytes, np.ndarray] = {}  # queries: the model may embed them differently (a prefix)
         self._win: dict[tuple[bytes, int], np.ndarray] = {}  # (text, stride) -> its window vectors
 
     @staticmethod
@@ -34,15 +39,21 @@ class CachingEmbedder:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
+        return self._cached(self._vec, self.inner.embed, texts, batch_size, progress)
+
+    def embed_queries(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
+        return self._cached(self._qvec, partial(embed_queries, self.inner), texts, batch_size, progress)
+
+    def _cached(self, cache: dict, fn: Any, texts: Sequence[str], batch_size: int, progress: Any) -> np.ndarray:
         keys = [self._key(t) for t in texts]
-        todo = [i for i, k in enumerate(keys) if k not in self._vec]
+        todo = [i for i, k in enumerate(keys) if k not in cache]
         if todo:
-            vecs = self.inner.embed([texts[i] for i in todo], batch_size=batch_size)
+            vecs = fn([texts[i] for i in todo], batch_size=batch_size)
             for i, v in zip(todo, vecs):
-                self._vec[keys[i]] = v
+                cache[keys[i]] = v
         if progress is not None:
             progress(len(texts))
-        return np.stack([self._vec[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([cache[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32):
         keys = [(self._key(t), stride) for t in texts]
@@ -103,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--docs", required=True)
     p.add_argument("--questions", required=True)
     p.add_argument("--k", type=int, action="append", default=None)
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=EvalConfig.embedder)
     p.add_argument("--only", action="append", default=None, help="run only configurations whose name contains this")
     p.add_argument("--ksweep", action="store_true", help="also the default's recall at k = 5, 10, 15, 30, 50")
     p.add_argument("--json", default=None, help="write every report to this file")

@@ -12,9 +12,11 @@ import sys
 from typing import Sequence
 
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
+DEFAULT_ALIAS = model_spec(DEFAULT_MODEL).alias
 
 
 def _weights(s: str) -> tuple[float, float, float]:
@@ -42,10 +44,12 @@ def _legs(s: str) -> tuple[str, ...]:
     return legs
 
 
-def _embedder(name: str):
-    from .embedder import HashEmbedder, OnnxEmbedder
+def _embedder(name: str | None):
+    """``--embedder``: None (the store's model, or the default for a new store), "hash", or a shipped
+    model's name, which the store loads on first use."""
+    from .embedder import HashEmbedder
 
-    return {"minilm": OnnxEmbedder, "hash": HashEmbedder}[name]()
+    return HashEmbedder() if name == "hash" else name
 
 
 def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
@@ -72,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("file", help="JSON Lines: one {id, text, author, date, thread, channel, ...} per line")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
@@ -106,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None, help=f"embedding model (default {DEFAULT_ALIAS})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
@@ -115,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ranking_args(p, defaults=False)
 
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None, help=f"embedding model (default {DEFAULT_ALIAS})")
     p.add_argument("--k", type=int, default=5)
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")

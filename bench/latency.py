@@ -1,7 +1,7 @@
 """Query latency and ingest rate on a benchmark, for one or more embedders side by side.
 
 ``python -m mempp.bench.latency --docs D --questions Q [--scope S] [--queries 300]
-[--embedder minilm --embedder bge-small] [--window-stride N] [--json]``
+[--embedder minilm --embedder bge-small] [--batched] [--window-stride N] [--json]``
 
 Measured in one process. For each embedder in turn: the embedder alone on the
 scope's documents (``embedder_docs_per_s``), then ``Store.add`` of the same
@@ -12,7 +12,9 @@ query embedding (``query_ms_p50/p95``; ``embed_ms_p50`` is the query embedding
 alone, timed apart, and ``planner_ms_p50`` the legs, fusion and reserve).
 Everything is warmed first: each embedder on 32 texts, the store's kernels by
 adding 32 documents to a scratch store (``first_add_s``: that first add, which
-loads the compiled kernels, reported on its own).
+loads the compiled kernels, reported on its own). ``--batched`` adds, for each model
+that runs every text alone (``OnnxEmbedder.alone``), the same model run in batches
+(``NAME+batched``), to see what running alone costs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=300)
     p.add_argument("--embedder", action="append", choices=EMBEDDER_CHOICES, default=None,
                    help="embedder to measure (repeatable; default minilm and bge-small)")
+    p.add_argument("--batched", action="store_true", help="also each model that embeds texts alone, run in batches")
     p.add_argument("--window-stride", type=int, default=None, help="index time: window vectors every N tokens")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -54,12 +57,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out: dict[str, dict] = {}
     embedders = {}
-    for name in names:
+    for name in list(names):
         t = time.perf_counter()
         emb = embedders[name] = make_embedder(name)
         out[name] = {"model_id": emb.model_id, "load_s": round(time.perf_counter() - t, 2)}
-        emb.embed(texts[:32])  # warm up
-        embed_queries(emb, [x["text"] for x in q[:8]])
+        if args.batched and getattr(emb, "alone", False):
+            names.insert(names.index(name) + 1, name + "+batched")
+            embedders[name + "+batched"] = mempp.OnnxEmbedder(model=name, alone=False)
+            out[name + "+batched"] = {"model_id": emb.model_id, "load_s": out[name]["load_s"]}
+    for name in names:
+        embedders[name].embed(texts[:32])  # warm up
+        embed_queries(embedders[name], [x["text"] for x in q[:8]])
     with tempfile.TemporaryDirectory() as tmp:  # the store's kernels (numba loads them on first use: about 0.5 s)
         t = time.perf_counter()
         with mempp.Store.open(Path(tmp) / "w", embedder=mempp.HashEmbedder()) as w:
@@ -110,9 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"scope {scope}: {len(d)} documents, {len(q)} questions, windows {args.window_stride or 'off'}, first add {first_add_s:.2f}s")
         keys = [k for k in next(iter(out.values())) if k not in ("model_id", "documents")]
-        print(f"{'':>22}" + "".join(f"{n:>16}" for n in names))
+        w = max(16, *(len(n) + 2 for n in names))
+        print(f"{'':>22}" + "".join(f"{n:>{w}}" for n in names))
         for k in keys:
-            print(f"{k:>22}" + "".join(f"{out[n][k]:>16}" for n in names))
+            print(f"{k:>22}" + "".join(f"{out[n][k]:>{w}}" for n in names))
     return 0
 
 

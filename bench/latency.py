@@ -90,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 documents=len(d),
                 embedder_docs_per_s=round(len(texts) / embed_s, 1),
                 add_docs_per_s=round(len(d) / add_s, 1),
+                add_vs_embedder=round(embed_s / add_s, 3),
                 add_s=round(add_s, 1),
             )
         total: dict[str, list[float]] = {n: [] for n in names}

@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from numba import njit
+
+from .membw import _BandwidthProbe, _shares, fresh_memory_gbs, membw_gbs
+from .speed_report import LEXICAL_ROWS, _peer_p50, run_peers, table
 
 DAY_US = 86_400 * 10**6
-LEXICAL_ROWS = ("lexical", "lexical_k10", "lexical_alone")  # the session's lexical timings, each compared with bm25s
 
 
 def _ms(samples: list[float]) -> dict[str, float]:
@@ -51,72 +52,6 @@ def _ms(samples: list[float]) -> dict[str, float]:
 
 def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def membw_gbs(detail: dict[str, list[float]] | None = None) -> float:
-    """Read bandwidth, one thread: the higher of two reads of 1 GiB, best of 5 each.
-
-    ``numpy.sum`` over float32 (what ``bench_membw.py`` measures) and a compiled loop summing
-    the same bytes as int64 (vectorized, one add per 8 bytes). numpy's pairwise float sum is
-    bound by the CPU on a slow core: on 2026-12-01 it ran at 10 GB/s from L1 and at 7.4 to 8.7
-    GB/s from memory, where the int64 loop and BLAS's float32 matrix-vector product read 14.5
-    and 13.5 GB/s. A scan compared with the lower figure would look faster than memory.
-    ``detail``: each method's figure is appended to its list there.
-    """
-    a = np.ones(1 << 28, dtype=np.float32)  # 1 GiB
-    words = a.view(np.int64)
-    _sum_words(words[:8])  # compile outside the timing
-    figures = {
-        "numpy_sum": a.nbytes / min(_timed(a.sum) for _ in range(5)) / 1e9,
-        "int64_loop": a.nbytes / min(_timed(lambda: _sum_words(words)) for _ in range(5)) / 1e9,
-    }
-    if detail is not None:
-        for key, value in figures.items():
-            detail.setdefault(key, []).append(round(value, 2))
-    return round(max(figures.values()), 2)
-
-
-@njit(nogil=True, fastmath=True)
-def _sum_words(words):
-    """The sum of an int64 array: one vectorized add per 8 bytes, bound by memory, not the core."""
-    s = np.int64(0)
-    for i in range(words.shape[0]):
-        s += words[i]
-    return s
-
-
-class _BandwidthProbe:
-    """One int64 read of 1 GiB (:func:`membw_gbs`'s compiled loop), for probes between rounds of a scan."""
-
-    def __init__(self) -> None:
-        self.words = np.ones(1 << 27, dtype=np.int64)  # 1 GiB, touched
-        _sum_words(self.words[:8])
-
-    def gbs(self) -> float:
-        return self.words.nbytes / _timed(lambda: _sum_words(self.words)) / 1e9
-
-
-def _shares(shares: list[float]) -> dict[str, Any]:
-    """Rounds of a scan against the bandwidth probed beside each: the median share and every round's."""
-    return {"share_side_by_side": round(float(np.median(shares)), 3), "share_rounds": [round(x, 3) for x in shares]}
-
-
-def fresh_memory_gbs(nbytes: int = 256 << 20) -> float:
-    """How fast this process fills memory it has not used before (``numpy.ones``, timed).
-
-    What a write of new data costs beyond the copy: allocation, page faults, zeroing, and on
-    a virtual machine the host backing the pages. On the machines of 2026-12-01 this ran at
-    0.3 to 1.2 GB/s (the host takes freed pages back) where a copy within touched memory runs
-    at 10 or more: ingest, which writes every document's bytes to new memory and new file pages,
-    moves with it, so the bench reports it beside the ingest rate.
-    """
-    return round(nbytes / _timed(lambda: np.ones(nbytes // 8, dtype=np.float64)) / 1e9, 2)
-
-
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def build(n: int, path: Path, progress: bool = True, clustered: bool = False, ann: bool = False) -> dict[str, Any]:
@@ -446,128 +381,6 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         "candidates_mean_frac": round(float(np.mean(w.cand_frac())), 3),
         "ann": ann_report,
     }
-
-
-def _resident_note(s: dict) -> str:
-    if "resident_s" not in s:
-        return ""
-    return f"; then the int8 copy ({s['resident_mb']:,.0f} MB) moved onto huge pages in {s['resident_s']} s (Store.make_resident)"
-
-
-def run_peers(peers: Path, python: str, n: int, tools: list[str]) -> dict[str, Any]:
-    """Run the peers' scripts one after another; the JSON lines they record, by tool and variant."""
-    out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        results = Path(tmp) / "results.jsonl"
-        env = {**os.environ, "PERF_RESULTS": str(results)}
-        for tool in tools:
-            script, args = {
-                "bm25s": ("bench_bm25.py", [str(n), "bm25s"]),
-                "tantivy": ("bench_bm25.py", [str(n), "tantivy"]),
-                "scipy": ("bench_bm25.py", [str(n), "scipy"]),
-                "numpy-exact": ("bench_exact.py", [str(n)]),
-                "hnswlib": ("bench_ann.py", [str(n), "hnswlib"]),
-                "lancedb": ("bench_lancedb.py", [str(n)]),
-            }[tool]
-            t = time.perf_counter()
-            proc = subprocess.run([python, str(peers / script), *args], env=env, capture_output=True, text=True)
-            rows = []
-            if results.exists():
-                rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-                results.unlink()
-            out[tool] = {"rc": proc.returncode, "wall_s": round(time.perf_counter() - t, 1), "rows": rows}
-            if proc.returncode:
-                out[tool]["stderr"] = proc.stderr[-2000:]
-    return out
-
-
-def _peer_p50(peers: dict[str, Any], tool: str, bench: str, variant_prefix: str) -> float | None:
-    for row in peers.get(tool, {}).get("rows", []):
-        if row.get("bench") == bench and str(row.get("variant", "")).startswith(variant_prefix) and "p50_ms" in row:
-            return float(row["p50_ms"])
-    return None
-
-
-def table(report: dict[str, Any]) -> str:
-    lines = ["| N | what | p50 ms | p95 ms | QPS | note |", "|---|---|---|---|---|---|"]
-    for r in report["runs"]:
-        n = f"{r['n']:,}"
-        s = r["session"]
-        ann_b = f"; HNSW build {r['build']['ann_build_s']} s" if "ann_build_s" in r["build"] else ""
-        b = r["build"]
-        warm = f" (the process's first add, {b['warmup_docs']:,} documents into a scratch store, took {b['warmup_add_s']} s: with it, {b['ingest_docs_per_s_with_warmup']:,.0f} docs/s)" if "warmup_add_s" in b else ""
-        if "fresh_memory_gbs" in b:
-            warm += f"; memory not used before filled at {b['fresh_memory_gbs']} GB/s (bench.speed.fresh_memory_gbs)"
-        lines.append(f"| {n} | ingest, embeddings supplied | | | | {b['ingest_docs_per_s']:,.0f} docs/s{warm}{ann_b} |")
-        lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB{_resident_note(s)} |")
-        for leg in ("mask", *LEXICAL_ROWS, "vector", "hybrid"):
-            x = s.get(leg)
-            if x is None:
-                continue
-            note = ""
-            if leg == "lexical":
-                note = f"depth 50; top 10 = numpy oracle in {s['lexical_top10_equal_numpy_oracle']}/{s['checked_queries']}"
-            if leg == "lexical_k10":
-                note = f"depth 10, as bm25s is asked; = numpy oracle in {s.get('lexical_k10_equal_numpy_oracle')}/{s['checked_queries']}"
-            if leg == "lexical_alone":
-                note = "mask + lexical leg at depth 50, query after query with no other leg between, as the peers are timed (their mask inside the timing too)"
-            p = r.get("ratios", {}).get(f"{leg}_vs_bm25s")
-            if p:
-                note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
-            if leg == "vector":
-                note = f"recall@10 vs float32 {s['vector_recall10_vs_float32']}; {r.get('vector_gbs', '')} GB/s effective of {report['membw_gbs']} GB/s"
-            if leg == "vector":
-                f = s.get("vector_float32_scan")
-                if f:
-                    note += f"; the float32 scan alone: p50 {f['p50_ms']} ms ({f['p50_ms'] / x['p50_ms']:.2f}x the int8 leg)"
-            bw = max(s.get("membw_session_gbs") or [report["membw_gbs"]])
-
-            def share(gbs: float) -> str:  # of the bandwidth measured beside the scans (and of the run's first figure)
-                by = s.get("membw_session_by_method") or {}
-                methods = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in by.items())
-                return (
-                    f"{100 * gbs / bw:.0f}% of the bandwidth ({bw} GB/s{': ' + methods if methods else ''}; "
-                    f"{100 * gbs / report['membw_gbs']:.0f}% of the run's first {report['membw_gbs']})"
-                )
-
-            def side(f: dict) -> str:  # rounds of the scan, each against the bandwidth probed beside it
-                rounds = f.get("share_rounds")
-                if not rounds:
-                    return ""
-                return (
-                    f"; side by side with the bandwidth, {100 * f['share_side_by_side']:.0f}% "
-                    f"(median of {len(rounds)} rounds, {100 * min(rounds):.0f}% to {100 * max(rounds):.0f}%)"
-                )
-
-            if leg == "vector" and s.get("int8_scan_all_rows"):
-                f = s["int8_scan_all_rows"]
-                note += f"; int8 scan of every row: p50 {f['p50_ms']} ms, {f['gbs']} GB/s = {share(f['gbs'])}{' (VNNI)' if f['vnni'] else ''}{side(f)}"
-            if leg == "vector" and s.get("int8_masked_scan"):
-                f = s["int8_masked_scan"]
-                note += (
-                    f"; the masked int8 scan alone (workload masks, copy in date order): p50 {f['p50_ms']} ms, "
-                    f"{f['span_gbs']} GB/s over the {100 * f['span_frac_mean']:.0f}% of rows dated up to as_of = "
-                    f"{share(f['span_gbs'])}{side(f)}; {f['candidate_gbs']} GB/s of candidate rows = {100 * f['candidate_gbs'] / bw:.0f}%"
-                )
-            if leg == "mask":
-                note = f"= workload mask in {s['masks_equal_workload']}/{s['checked_queries']}"
-            lines.append(f"| {n} | {leg} | {x['p50_ms']} | {x['p95_ms']} | {x['qps']:,.0f} | {note} |")
-        if s.get("ann"):
-            a = s["ann"]
-            rec = ", ".join(f"{k}: {v[0]} (n={v[1]})" for k, v in a["recall10_by_candidate_fraction"].items())
-            lat = ", ".join(f"{k}: {v}" for k, v in a["vector_p50_ms_by_candidate_fraction"].items())
-            lines.append(f"| {n} | vector leg with HNSW, recall@10 by candidate share | | | | {rec}; p50 ms {lat}; ANN used in {a['queries_using_ann']} queries |")
-        b = s["batch"]
-        runs = ", ".join(f"{x:,.0f}" for x in b.get("qps_runs", []))
-        lines.append(
-            f"| {n} | query_batch, {b['queries']} queries | | | {b['qps']:,.0f} | = single queries in "
-            f"{b['equal_to_single_queries']}/{s['checked_queries']}{'; median of ' + runs if runs else ''} |"
-        )
-        for tool, peer in r.get("peers", {}).items():
-            for row in peer.get("rows", []):
-                if "p50_ms" in row:
-                    lines.append(f"| {n} | peer {tool}: {row.get('variant', row.get('bench'))} | {row['p50_ms']} | | {row.get('qps_1t', '')} | build {row.get('build_s', '')} s |")
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

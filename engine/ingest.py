@@ -20,7 +20,6 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from mempp.kernels.analyze import maybe_unnormalized_ascii
-from mempp.kernels.blake2b import blake2b8_rows
 from mempp.kernels.cosine import normalize_rows
 from mempp.storage.analyzer import joined_ascii
 
@@ -432,7 +431,7 @@ def record_fingerprints(docs: list[dict], texts: list[str], ascii: Future | None
 def _fingerprint_rows(rows: list[Row]) -> None:
     """Set each row's :func:`fingerprint`: for ASCII texts and authors, a compiled pass over all
     of them at once clears the texts whitespace normalization leaves alone (the rest take
-    the exact check of :func:`fingerprint`), and another hashes those (BLAKE2b, as hashlib's).
+    the exact check of :func:`fingerprint`), and hashlib's BLAKE2b hashes those.
     """
     if not rows:
         return
@@ -441,7 +440,13 @@ def _fingerprint_rows(rows: list[Row]) -> None:
 
 
 def fingerprints(authors: list[str | None], texts: list[str], ascii: tuple | None = None) -> np.ndarray:
-    """``fingerprint(authors[t], texts[t])`` for every ``t``, as uint64 (``ascii``: ``joined_ascii(texts)`` if made)."""
+    """``fingerprint(authors[t], texts[t])`` for every ``t``, as uint64 (``ascii``: ``joined_ascii(texts)`` if made).
+
+    For ASCII texts and authors, a compiled pass over the joined texts finds those whitespace
+    normalization leaves alone; their bytes are the author, a NUL and the text as it is, hashed
+    with hashlib's BLAKE2b and read as little-endian integers all at once. The others take
+    :func:`fingerprint`.
+    """
     n = len(texts)
     out = np.zeros(n, dtype=np.uint64)
     if n == 0:
@@ -453,19 +458,14 @@ def fingerprints(authors: list[str | None], texts: list[str], ascii: tuple | Non
         out[:] = [fingerprint(a, t) for a, t in zip(authors, texts)]
         return out
     data, offs = ascii
-    if named:
-        prefixes = [(a or "") + "\x00" for a in authors]
-        pre = np.frombuffer("".join(prefixes).encode("ascii"), dtype=np.uint8)
-        pre_offs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, prefixes), dtype=np.int64, count=n), out=pre_offs[1:])
-    else:  # no author: every prefix is the one NUL byte
-        pre = np.zeros(n, dtype=np.uint8)
-        pre_offs = np.arange(n + 1, dtype=np.int64)
     flags = np.empty(n, dtype=np.bool_)
     maybe_unnormalized_ascii(data, offs, flags)
-    blake2b8_rows(pre, pre_offs, data, offs, ~flags, out)
-    for t in np.flatnonzero(flags).tolist():
-        out[t] = fingerprint(authors[t], texts[t])
+    blake2b = hashlib.blake2b
+    digests = [
+        fingerprint(a, t).to_bytes(8, "little") if f else blake2b(((a or "") + "\x00" + t).encode("ascii"), digest_size=8).digest()
+        for a, t, f in zip(authors, texts, flags.tolist())
+    ]
+    out[:] = np.frombuffer(b"".join(digests), dtype="<u8")
     return out
 
 

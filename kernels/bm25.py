@@ -14,10 +14,10 @@ and clean-up cost O(touched), not O(N).
 
 from __future__ import annotations
 
-
 import numpy as np
 from numba import njit
 
+from .maxscore import _seek
 from .topk import heap_push, heap_sorted
 
 
@@ -140,20 +140,14 @@ def dense_topk(scores, mask, k, out_ids, out_scores):
 def bm25_probe(post_docs, post_tfs, start, end, weight, norms, k1, base, docs, scores):
     """Add one term's contribution to the given documents only (MaxScore's non-essential terms).
 
-    ``docs``: sorted global ids inside this segment; each is looked up by binary search in the
-    term's run ``post_docs[start:end]`` (sorted rows), resuming where the previous one ended.
+    ``docs``: sorted global ids inside this segment; each is looked up in the term's run
+    ``post_docs[start:end]`` (sorted rows) with MaxScore's own search (``maxscore._seek``),
+    resuming where the previous one ended.
     """
     lo = start
     for i in range(docs.shape[0]):
         local = docs[i] - base
-        a = lo
-        b = end
-        while a < b:
-            m = (a + b) >> 1
-            if post_docs[m] < local:
-                a = m + 1
-            else:
-                b = m
+        a = _seek(post_docs, lo, end, local)
         lo = a
         if a < end and post_docs[a] == local:
             tf = float(post_tfs[a])

@@ -1,33 +1,48 @@
-"""mempp's storage: immutable Arrow segments, postings, term dictionary, supersession log, manifests.
+"""mempp's storage: immutable Arrow segments, postings, term dictionary, supersession log, versions.
 
-Imports only ``mempp.kernels`` (for index building), numpy, pyarrow and pyroaring.
+Where things are: ``files.py`` (how a file is written, named and checked), ``manifest.py`` (the
+version files and ``CURRENT``: the on-disk format of a version, and the history), ``writer.py``
+(one commit's files), ``merge.py`` (the merge policy and merged files), ``snapshot.py`` (a
+version opened for reading, earlier versions included), ``segment.py``/``postings.py``/
+``columns.py`` (what a segment holds and how it is read), ``fsutil.py`` (every durable file
+operation, with the fault-injection hooks), ``lock.py``, ``confine.py``, ``ann.py``,
+``resident.py``, ``analyzer.py``.
+
+Imports only ``mempp.kernels`` (for index building), numpy, pyarrow, pyroaring, hnswlib, xxhash
+and snowballstemmer; never the engine.
 """
 
 from .analyzer import Analyzer
 from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreWriteError
+from .files import FileRef, Vanished
 from .lock import WriterLock
-from .manifest import list_versions, read_current, read_manifest
+from .manifest import Entry, State, list_versions, read_legacy_version, read_pointer, read_state
 from .segment import NAT
 from .snapshot import FOREVER, Snapshot
-from .writer import CommitBatch, clean_strays, commit, new_manifest, now_us
+from .writer import CommitBatch, clean_strays, commit, new_meta, now_us
 
 __all__ = [
     "Analyzer",
     "CommitBatch",
     "CorruptStoreError",
+    "Entry",
     "FOREVER",
+    "FileRef",
     "MemppError",
     "NAT",
     "Snapshot",
+    "State",
     "StoreError",
     "StoreLockedError",
     "StoreWriteError",
+    "Vanished",
     "WriterLock",
     "clean_strays",
     "commit",
     "list_versions",
-    "new_manifest",
+    "new_meta",
     "now_us",
-    "read_current",
-    "read_manifest",
+    "read_legacy_version",
+    "read_pointer",
+    "read_state",
 ]

@@ -43,7 +43,7 @@ class AnnIndex:
             self._thread.start()
 
     def _load(self, store: Path, dim: int) -> None:
-        from .manifest import verify_files
+        from .files import verify_files
 
         try:
             bad = verify_files(store, [self.ref])

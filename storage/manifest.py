@@ -1,210 +1,193 @@
-"""Manifests: one JSON file per committed version, and ``CURRENT``, the pointer to the newest.
+"""Versions of a store: the version files, ``CURRENT``, and the :class:`State` a version describes.
 
-A version is published by writing its manifest under a fresh name (fsynced),
-then replacing ``CURRENT`` atomically (temp file, fsync, rename, fsync of the
-directory). Every file a manifest names carries its size, sha256 and wide64 (a
-checksum four to seven times as fast as sha256, ``kernels.checksum``), so a reader can tell a damaged
-file from data; opening checks the size and wide64 (files written before it: mix64 where
-they recorded it, else sha256).
+A version's state is the list of live *units* (each a segment: the documents, postings, term
+dictionary entries and supersession events of a run of consecutive commits), the ANN indexes,
+the totals, and the history of every version (what time travel answers from).
+
+Format 2 (written by this code). Each version is one small file, ``manifests/NNNNNNNN.json``:
+
+- a **delta** names its predecessor (version and XXH3-64) and the one change it makes: a commit
+  appends a unit (and/or an ANN index), a merge replaces a run of adjacent units by one. Its
+  size is that of the change, whatever the size of the store;
+- every ``CHECKPOINT_EVERY`` versions, a **checkpoint** holds the whole state instead, so a
+  reader walks at most that many deltas back. The history in a checkpoint is kept short:
+  every ``SEAL_HISTORY`` entries are sealed into an immutable file it only names.
+
+``CURRENT`` names the newest version file and its XXH3-64, and is replaced atomically (temp
+file, fsync, rename, fsync of the directory); that rename is the commit point. Every link is
+checked: ``CURRENT`` → newest file → its predecessor → ... → the checkpoint.
+
+Format 1 (stores written before): one manifest per version listing every commit's files; read
+as it is, and rewritten as a format-2 checkpoint by the first commit of a newer writer.
+
+Owns: version files, the pointer, the state and history. Must never import the engine.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import pyarrow as pa
-
 from .errors import CorruptStoreError, StoreError
-from .fsutil import atomic_replace, create_new, failpoint, fsync_dir, fsync_file, sha256_bytes, unlink, write_all
+from .files import CHECKSUM, FileRef, Vanished, write_file, xxh3_bytes
+from .fsutil import close_all, failpoint, fsync_all, fsync_dir, fsync_dirs, sha256_bytes
+from .fsutil import replace as fsutil_replace
 
-FORMAT = 1
+FORMAT = 2
+READS = (1, 2)
 CURRENT = "CURRENT"
 MANIFESTS = "manifests"
 SEGMENTS = "segments"
+CHECKPOINT_EVERY = 32  # versions between checkpoints: a reader reads at most this many deltas
+SEAL_HISTORY = 256  # history entries a checkpoint carries before they are sealed into a file of their own
+
+
+def version_name(version: int) -> str:
+    return f"{MANIFESTS}/{version:08d}.json"
+
+
+@dataclass
+class Unit:
+    """A live segment: the data committed by versions ``lo``..``hi`` (one commit, or a merge of
+    adjacent ones). Documents ``[first_doc, first_doc + n_docs)``, supersession events
+    ``[first_sup, first_sup + n_sup)`` of the log, dictionary terms ``[first_term, ...)``.
+    Counts are None only in a format-1 store's units (the snapshot counts them when it loads)."""
+
+    stem: str
+    lo: int
+    hi: int
+    first_doc: int
+    n_docs: int
+    files: dict[str, FileRef]
+    first_sup: int | None = None
+    n_sup: int | None = None
+    first_term: int | None = None
+    n_terms: int | None = None
+    length: int | None = None  # sum of the documents' BM25 lengths
+
+    def to_json(self) -> dict:
+        return {
+            "stem": self.stem, "versions": [self.lo, self.hi], "first_doc": self.first_doc, "n_docs": self.n_docs,
+            "first_sup": self.first_sup, "n_sup": self.n_sup, "first_term": self.first_term, "n_terms": self.n_terms,
+            "length": self.length, "files": {k: f.to_json() for k, f in self.files.items()},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Unit":
+        lo, hi = d["versions"]
+        return cls(
+            d["stem"], int(lo), int(hi), int(d["first_doc"]), int(d["n_docs"]),
+            {k: FileRef.from_json(f) for k, f in d["files"].items()},
+            _opt(d.get("first_sup")), _opt(d.get("n_sup")), _opt(d.get("first_term")), _opt(d.get("n_terms")),
+            _opt(d.get("length")),
+        )
+
+
+@dataclass
+class Ann:
+    """An ANN index over doc ids ``[first, first + n)``, published by ``version``."""
+
+    version: int
+    first: int
+    n: int
+    params: dict
+    file: FileRef
+
+    def to_json(self) -> dict:
+        return {"version": self.version, "first": self.first, "n": self.n, "params": self.params, "file": self.file.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Ann":
+        return cls(int(d["version"]), int(d["first"]), int(d["n"]), dict(d.get("params", {})), FileRef.from_json(d["file"]))
 
 
 @dataclass(frozen=True)
-class FileRef:
-    name: str  # relative to the store directory
-    size: int
-    sha256: str
-    mix64: str | None = None  # kernels.checksum.mix64 (recorded by stores written before wide64)
-    wide64: str | None = None  # kernels.checksum.wide64 (what new files record)
+class Entry:
+    """One version in the history: when it was committed, what kind of change, and the prefix of
+    the store it holds (documents, supersession events, dictionary terms, total BM25 length, ANN
+    indexes). Every earlier version is such a prefix: data is only ever appended, and merges
+    join adjacent units, so time travel answers from the current units cut at these counts."""
 
-    def to_json(self) -> dict:
-        out = {"name": self.name, "size": self.size, "sha256": self.sha256}
-        if self.mix64 is not None:
-            out["mix64"] = self.mix64
-        if self.wide64 is not None:
-            out["wide64"] = self.wide64
-        return out
+    version: int
+    committed_at: str
+    kind: str  # "add", "supersede", "ann", "merge", "upgrade"
+    n_docs: int
+    n_sup: int | None
+    n_terms: int | None
+    total_length: int | None
+    n_ann: int
+    added: int = 0  # documents this version added
 
-    @property
-    def quick(self) -> str:
-        """The checksum opening checks: wide64, else mix64, else (the oldest stores) sha256."""
-        return "wide64" if self.wide64 is not None else "mix64" if self.mix64 is not None else "sha256"
+    def to_json(self) -> list:
+        return [self.version, self.committed_at, self.kind, self.n_docs, self.n_sup, self.n_terms, self.total_length, self.n_ann, self.added]
 
     @classmethod
-    def from_json(cls, d: dict) -> "FileRef":
-        return cls(d["name"], int(d["size"]), d["sha256"], d.get("mix64"), d.get("wide64"))
+    def from_json(cls, d: list) -> "Entry":
+        v, at, kind, n_docs, n_sup, n_terms, length, n_ann, added = d
+        return cls(int(v), at, kind, int(n_docs), _opt(n_sup), _opt(n_terms), _opt(length), int(n_ann), int(added))
 
 
-def write_file(store: Path, name: str, data: bytes | memoryview) -> FileRef:
-    """Write a new immutable store file (fsynced) and return its reference."""
-    return _write_new(store, name, lambda sink: sink.write(data))
+@dataclass
+class State:
+    """What one version of a store holds (see the module docstring)."""
+
+    format: int
+    version: int
+    meta: dict  # dim, embedder, analyzer, index: fixed when the store is created
+    units: list[Unit]
+    anns: list[Ann]
+    n_docs: int
+    n_sup: int | None
+    n_terms: int
+    total_length: int
+    sealed: list[FileRef] = field(default_factory=list)  # history files, oldest first
+    recent: list[Entry] = field(default_factory=list)  # history after the sealed files, through this version
+    digest: str = ""  # XXH3-64 (format 1: sha256) of this version's own file
+    depth: int = 0  # deltas between this version and its checkpoint (0: it is one)
+    chain: list[str] = field(default_factory=list)  # the version files from the checkpoint to this one
+    legacy: dict | None = None  # the format-1 manifest this state was read from
+
+    @classmethod
+    def empty(cls, meta: dict) -> "State":
+        return cls(FORMAT, 0, dict(meta), [], [], 0, 0, 0, 0)
+
+    def entry(self, version: int, store: Path) -> Entry:
+        """The history entry of ``version`` (reads sealed history files when it is older)."""
+        for e in self.recent:
+            if e.version == version:
+                return e
+        for e in self.history(store):
+            if e.version == version:
+                return e
+        raise StoreError(f"{store}: no committed version {version}")
+
+    def history(self, store: Path) -> list[Entry]:
+        """Every version's entry, oldest first (sealed files are read and checked)."""
+        out: list[Entry] = []
+        for ref in self.sealed:
+            out.extend(_read_sealed(store, ref))
+        return out + list(self.recent)
+
+    def names(self) -> set[str]:
+        """Every file this version needs: its units', ANN indexes', history files and version files."""
+        out = {f.name for u in self.units for f in u.files.values()}
+        out |= {a.file.name for a in self.anns}
+        out |= {r.name for r in self.sealed}
+        out |= set(self.chain)
+        return out
 
 
-def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch) -> FileRef:
-    """Write ``data`` as a new immutable Arrow IPC file (fsynced) and return its reference.
-
-    The file is written as pyarrow serializes it, piece by piece (each column buffer handed
-    over as it is, not copied into one buffer of the whole file first: a segment's is
-    hundreds of MB, and fresh memory is what a write costs most on a virtual machine).
-    """
-
-    def write(sink: _HashingSink) -> None:
-        with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
-            writer.write(data)
-
-    return _write_new(store, name, write)
+def _opt(x) -> int | None:
+    return None if x is None else int(x)
 
 
-def _write_new(store: Path, name: str, write) -> FileRef:
-    """Create ``name``, let ``write(sink)`` fill it through a :class:`_HashingSink`, fsync it; its reference."""
-    path = store / name
-    # A file of this name can only be left by a commit that failed before publishing: nothing references it.
-    unlink(path)
-    fd = create_new(path)
-    try:
-        sink = _HashingSink(fd, path)
-        try:
-            write(sink)
-            size, sha, wide = sink.finish()
-        finally:
-            sink.shutdown()
-        fsync_file(fd, path)
-    finally:
-        os.close(fd)
-    return FileRef(name, size, sha, wide64=wide)
+# --- reading ------------------------------------------------------------------------------------
 
 
-class _HashingSink:
-    """A new file's writer (pyarrow writes an IPC file through it as a file object): each piece
-    goes to the file as it comes, and into both checksums (sha256, wide64) in the same order.
-
-    Small pieces (the IPC framing, short columns) are gathered up to ``SMALL`` bytes before
-    they are written. A piece of ``BIG`` bytes or more is hashed in a thread while it is
-    written here (hashlib and the wide64 kernel release the GIL), and ``write`` returns only
-    when both are done: pyarrow may reuse what it handed over once the call returns.
-    """
-
-    SMALL = 64 << 10
-    BIG = 1 << 20
-
-    def __init__(self, fd: int, path: Path) -> None:
-        from mempp.kernels.checksum import Wide64
-
-        self.fd, self.path = fd, path
-        self.sha, self.wide = hashlib.sha256(), Wide64()
-        self.size = 0
-        self.small = bytearray()
-        self.pool: ThreadPoolExecutor | None = None
-        self.closed = False
-
-    def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        if len(view) < self.SMALL:
-            self.small += view
-            if len(self.small) >= self.SMALL:
-                self._flush()
-        else:
-            self._flush()
-            self._put(view)
-        self.size += len(view)
-        return len(view)
-
-    def _flush(self) -> None:
-        if self.small:
-            data = bytes(self.small)
-            self.small.clear()
-            self._put(memoryview(data))
-
-    def _put(self, view: memoryview) -> None:
-        if len(view) < self.BIG:
-            self._hash(view)
-            write_all(self.fd, self.path, view)
-            return
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=1)
-        hashed = self.pool.submit(self._hash, view)
-        try:
-            write_all(self.fd, self.path, view)
-        finally:
-            hashed.result()
-
-    def _hash(self, view: memoryview) -> None:
-        self.sha.update(view)
-        self.wide.update(view)
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        pass  # pieces are written as they come; the caller fsyncs
-
-    def close(self) -> None:
-        self.closed = True  # the descriptor is the caller's
-
-    def finish(self) -> tuple[int, str, str]:
-        """Write what is gathered; (size, sha256, wide64) of everything written."""
-        self._flush()
-        return self.size, self.sha.hexdigest(), self.wide.hexdigest()
-
-    def shutdown(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-
-
-def check_file(store: Path, ref: FileRef, *, verify: bool, deep: bool = False) -> Path:
-    """The path of ``ref`` after checking it exists with the recorded size and, if ``verify``,
-    checksum: ``ref.quick`` (wide64, else mix64, else sha256; ``deep``: sha256 as well)."""
-    path = store / ref.name
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        raise CorruptStoreError(str(path), "file named by the manifest is missing") from None
-    if not path.is_file() or path.is_symlink():
-        raise CorruptStoreError(str(path), "not a regular file")
-    if st.st_size != ref.size:
-        raise CorruptStoreError(str(path), f"size {st.st_size} != recorded {ref.size}")
-    if verify:
-        from .fsutil import sha256_file
-
-        quick = ref.quick
-        if quick != "sha256":
-            from mempp.kernels.checksum import mix64_file, wide64_file
-
-            digest = wide64_file(path) if quick == "wide64" else mix64_file(path)
-            if digest != getattr(ref, quick):
-                raise CorruptStoreError(str(path), f"checksum mismatch ({quick})")
-        if (deep or quick == "sha256") and sha256_file(path) != ref.sha256:
-            raise CorruptStoreError(str(path), "checksum mismatch (sha256)")
-    return path
-
-
-def read_current(store: Path) -> dict | None:
-    """The committed manifest ``CURRENT`` points to, or None for a store with no commit yet.
-
-    ``CURRENT`` records the manifest's sha256; a damaged ``CURRENT`` or newest manifest
-    raises :class:`CorruptStoreError` naming it. There is no silent fall back to an older
-    version (that would hide the loss of acknowledged commits): open one explicitly with
-    ``Store.open(path, version=N)``.
-    """
+def read_pointer(store: Path) -> tuple[int, str, str, str] | None:
+    """(version, file name, checksum kind, digest) from ``CURRENT``, or None before the first commit."""
     cur = store / CURRENT
     try:
         raw = cur.read_bytes()
@@ -212,52 +195,265 @@ def read_current(store: Path) -> dict | None:
         return None
     try:
         pointer = json.loads(raw)
-        name, digest, version = pointer["manifest"], pointer["sha256"], pointer["version"]
+        name, version = pointer["manifest"], pointer["version"]
+        kind = CHECKSUM if CHECKSUM in pointer else "sha256"
+        digest = pointer[kind]
     except (ValueError, KeyError, TypeError):
         raise CorruptStoreError(str(cur), "unreadable pointer") from None
-    if not isinstance(version, int) or not isinstance(name, str) or name != f"{MANIFESTS}/{version:08d}.json":
+    if not isinstance(version, int) or not isinstance(name, str) or name != version_name(version):
         raise CorruptStoreError(str(cur), "pointer names an inconsistent manifest")
-    manifest = read_manifest(store, name, digest)
-    if manifest.get("version") != version:
-        raise CorruptStoreError(str(cur), "pointer and manifest disagree on the version")
-    return manifest
+    return version, name, kind, digest
 
 
-def read_manifest(store: Path, name: str, digest: str | None = None) -> dict:
+def read_state(store: Path) -> State | None:
+    """The state of the version ``CURRENT`` names, or None for a store with no commit yet.
+
+    A damaged ``CURRENT`` or version file raises :class:`CorruptStoreError` naming it. There is
+    no silent fall back to an older version (that would hide the loss of acknowledged commits).
+    """
+    pointer = read_pointer(store)
+    if pointer is None:
+        return None
+    version, name, kind, digest = pointer
+    doc = _read_json(store, name, kind, digest, f"named by {CURRENT}")
+    if doc.get("version") != version:
+        raise CorruptStoreError(str(store / CURRENT), "pointer and manifest disagree on the version")
+    if doc.get("format") == 1 or "commits" in doc:
+        try:
+            return legacy_state(doc, digest)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptStoreError(str(store / name), f"malformed commit list ({type(exc).__name__}: {exc})") from None
+    deltas = []
+    names = [name]
+    while doc.get("kind") == "delta":
+        deltas.append(doc)
+        prev = doc.get("prev") or {}
+        try:
+            pv, pd = int(prev["version"]), str(prev[CHECKSUM])
+        except (KeyError, TypeError, ValueError):
+            raise CorruptStoreError(str(store / names[-1]), "malformed link to the previous version") from None
+        if len(deltas) > CHECKPOINT_EVERY * 4:
+            raise CorruptStoreError(str(store / names[-1]), "chain of versions too long (no checkpoint)")
+        pname = version_name(pv)
+        doc = _read_json(store, pname, CHECKSUM, pd, f"named by {names[-1]}")
+        if doc.get("version") != pv:
+            raise CorruptStoreError(str(store / pname), "does not hold the version its successor names")
+        names.append(pname)
+    if doc.get("kind") != "checkpoint":
+        raise CorruptStoreError(str(store / names[-1]), "not a version file")
+    try:
+        state = _checkpoint_state(doc)
+        state.chain = [names[-1]]
+        for delta, nm in zip(reversed(deltas), reversed(names[:-1])):
+            state = apply(state, delta)
+            state.chain.append(nm)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptStoreError(str(store / name), f"malformed version file ({type(exc).__name__}: {exc})") from None
+    state.digest = digest
+    return state
+
+
+def _read_json(store: Path, name: str, kind: str, digest: str, why: str) -> dict:
     path = store / name
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise CorruptStoreError(str(path), "manifest named by CURRENT is missing") from None
-    if digest is not None and sha256_bytes(raw) != digest:
-        raise CorruptStoreError(str(path), f"sha256 differs from the one {CURRENT} records (one of the two is damaged)")
+        raise Vanished(str(path), f"manifest {why} is missing") from None
+    got = xxh3_bytes(raw) if kind == CHECKSUM else sha256_bytes(raw)
+    if got != digest:
+        raise CorruptStoreError(str(path), f"checksum differs from the one {why.split()[-1]} records (one of the two is damaged)")
     try:
-        manifest = json.loads(raw)
+        doc = json.loads(raw)
     except ValueError:
         raise CorruptStoreError(str(path), "not JSON") from None
-    if not isinstance(manifest, dict):
+    if not isinstance(doc, dict):
         raise CorruptStoreError(str(path), "not a manifest")
-    if manifest.get("format") != FORMAT:
-        raise StoreError(f"{store}: store format {manifest.get('format')!r}; this mempp reads format {FORMAT}")
-    return manifest
+    if doc.get("format") not in READS:
+        raise StoreError(f"{store}: store format {doc.get('format')!r}; this mempp reads formats {list(READS)}")
+    return doc
 
 
-def publish(store: Path, manifest: dict) -> None:
-    """Make ``manifest`` the current version (the commit point)."""
-    version = int(manifest["version"])
-    name = f"{MANIFESTS}/{version:08d}.json"
-    data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
-    write_file(store, name, data)
-    failpoint("after_manifest_fsync")
-    fsync_dir(store / MANIFESTS)
+def _checkpoint_state(doc: dict) -> State:
+    t = doc["totals"]
+    hist = doc.get("history", {})
+    return State(
+        FORMAT, int(doc["version"]), dict(doc["meta"]), [Unit.from_json(u) for u in doc["units"]],
+        [Ann.from_json(a) for a in doc["anns"]], int(t["n_docs"]), int(t["n_sup"]), int(t["n_terms"]), int(t["total_length"]),
+        [FileRef.from_json(r) for r in hist.get("sealed", [])], [Entry.from_json(e) for e in hist.get("recent", [])],
+    )
+
+
+def _read_sealed(store: Path, ref: FileRef) -> list[Entry]:
+    from .files import check_file
+
+    path = check_file(store, ref, verify=True)
+    try:
+        return [Entry.from_json(e) for e in json.loads(path.read_bytes())]
+    except (ValueError, TypeError):
+        raise CorruptStoreError(str(path), "not a history file") from None
+
+
+def apply(state: State, delta: dict) -> State:
+    """The state after ``delta`` (a commit's or a merge's change)."""
+    change = delta["change"]
+    entry = Entry.from_json(delta["entry"])
+    units = list(state.units)
+    anns = list(state.anns)
+    op = change["op"]
+    if op == "append":
+        if change.get("unit") is not None:
+            units.append(Unit.from_json(change["unit"]))
+        if change.get("ann") is not None:
+            anns.append(Ann.from_json(change["ann"]))
+    elif op == "merge":
+        stems = list(change["replaced"])
+        at = [u.stem for u in units].index(stems[0])
+        if [u.stem for u in units[at : at + len(stems)]] != stems:
+            raise ValueError("a merge replaces units that are not adjacent in this state")
+        units[at : at + len(stems)] = [Unit.from_json(change["unit"])]
+    else:
+        raise ValueError(f"unknown change {op!r}")
+    return replace(
+        state,
+        version=entry.version,
+        units=units,
+        anns=anns,
+        n_docs=entry.n_docs,
+        n_sup=entry.n_sup,
+        n_terms=entry.n_terms if entry.n_terms is not None else state.n_terms,
+        total_length=entry.total_length if entry.total_length is not None else state.total_length,
+        recent=state.recent + [entry],
+        depth=state.depth + 1,
+        chain=list(state.chain),
+    )
+
+
+def legacy_state(manifest: dict, digest: str = "") -> State:
+    """A format-1 manifest as a state: one unit per commit, the history as the manifest lists it."""
+    units, anns, entries = [], [], []
+    n_docs = 0
+    for c in manifest.get("commits", []):
+        v = int(c["version"])
+        files = {k: FileRef.from_json(f) for k, f in c["files"].items()}
+        if "ann" in files:
+            info = c["ann"]
+            anns.append(Ann(v, int(info["first"]), int(info["n"]), dict(info.get("params", {})), files.pop("ann")))
+        if files:
+            first = int(c.get("first_doc", n_docs))
+            units.append(Unit(f"{SEGMENTS}/{v:08d}", v, v, first, int(c.get("n_docs", 0)), files))
+        n_docs += int(c.get("n_docs", 0))
+        kind = "add" if c.get("n_docs") else "ann" if "ann" in c else "supersede"
+        entries.append(Entry(v, c["committed_at"], kind, n_docs, None, None, None, len(anns), int(c.get("n_docs", 0))))
+    meta = {k: manifest.get(k) for k in ("dim", "embedder", "analyzer", "index")}
+    return State(
+        1, int(manifest.get("version", 0)), meta, units, anns, int(manifest.get("n_docs", 0)), None,
+        int(manifest.get("n_terms", 0)), int(manifest.get("total_length", 0)), [], entries, digest, legacy=manifest,
+    )
+
+
+def read_legacy_version(store: Path, version: int) -> State:
+    """A format-1 store's earlier version, from its own manifest file (format-1 time travel)."""
+    name = version_name(version)
+    path = store / name
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CorruptStoreError(str(path), "manifest of a committed version is missing") from None
+    except ValueError:
+        raise CorruptStoreError(str(path), "not JSON") from None
+    if not isinstance(doc, dict) or doc.get("version") != version:
+        raise CorruptStoreError(str(path), "does not match the committed history")
+    return legacy_state(doc)
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def publish(store: Path, doc: dict, pending: list | None = None, steps: tuple[str, ...] = ()) -> str:
+    """Write version file ``doc`` and make it current (the commit point); returns its XXH3-64.
+
+    ``pending``: ``(descriptor, path)`` of the commit's new files, written and not yet fsynced
+    (``files.write_table_file(..., pending=)``); ``steps``: their failpoints, in order. The
+    version file and ``CURRENT``'s replacement are written too, then all are fsynced at once,
+    then the two directories that hold new files, then ``CURRENT`` is renamed over and the store
+    directory fsynced: a crash anywhere before the rename leaves the previous version current,
+    and the rename happens only once everything the new version names is durable.
+    """
+    pending = pending if pending is not None else []
+    version = int(doc["version"])
+    name = version_name(version)
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    digest = xxh3_bytes(data)
+    pointer = json.dumps({"version": version, "manifest": name, CHECKSUM: digest}).encode()
+    tmp = f".{CURRENT}.tmp-{os.getpid()}"
+    try:
+        write_file(store, name, data, pending)
+        write_file(store, tmp, pointer, pending)
+        fsync_all(pending)
+    finally:
+        close_all(pending)
+    for step in steps + ("after_manifest_fsync", "after_current_tmp_fsync"):
+        failpoint(step)
+    fsync_dirs([store / MANIFESTS, store / SEGMENTS])
     failpoint("after_manifests_dir_fsync")
-    fsync_dir(store / SEGMENTS)
     failpoint("after_segments_dir_fsync")
-    pointer = json.dumps({"version": version, "manifest": name, "sha256": sha256_bytes(data)}).encode()
     # The rename is the commit point; the store directory's fsync makes it (and the first
     # commit's segments/ and manifests/ entries) durable before add() returns.
-    atomic_replace(store / CURRENT, pointer, step="current")
+    fsutil_replace(store / tmp, store / CURRENT)
+    failpoint("after_current_rename")
+    fsync_dir(store)
     failpoint("after_store_dir_fsync")
+    return digest
+
+
+def delta_doc(state: State, change: dict, entry: Entry) -> dict:
+    return {
+        "format": FORMAT, "kind": "delta", "version": entry.version,
+        "prev": {"version": state.version, CHECKSUM: state.digest}, "change": change, "entry": entry.to_json(),
+    }
+
+
+def checkpoint_doc(state: State) -> dict:
+    return {
+        "format": FORMAT, "kind": "checkpoint", "version": state.version, "meta": state.meta,
+        "units": [u.to_json() for u in state.units], "anns": [a.to_json() for a in state.anns],
+        "totals": {"n_docs": state.n_docs, "n_sup": state.n_sup, "n_terms": state.n_terms, "total_length": state.total_length},
+        "history": {"sealed": [r.to_json() for r in state.sealed], "recent": [e.to_json() for e in state.recent]},
+    }
+
+
+def seal_history(store: Path, state: State, pending: list) -> State:
+    """Move the recent history into an immutable file of its own when it is long (before a checkpoint)."""
+    if len(state.recent) < SEAL_HISTORY:
+        return state
+    first, last = state.recent[0].version, state.recent[-1].version
+    data = json.dumps([e.to_json() for e in state.recent], separators=(",", ":")).encode()
+    ref = write_file(store, f"{MANIFESTS}/history-{first:08d}-{last:08d}.json", data, pending)
+    return replace(state, sealed=state.sealed + [ref], recent=[])
+
+
+def commit_version(store: Path, state: State, change: dict, entry: Entry, pending: list | None = None, steps: tuple[str, ...] = ()) -> State:
+    """Publish version ``entry.version``: ``change`` applied to ``state``, as a delta or, every
+    ``CHECKPOINT_EVERY`` versions (and always for the first one, or from a format-1 store), a
+    checkpoint. ``pending``/``steps``: the change's new files not yet fsynced (:func:`publish`).
+    Returns the new state."""
+    pending = pending if pending is not None else []
+    try:
+        delta = delta_doc(state, change, entry)
+        new = apply(state, delta)
+        new = replace(new, format=FORMAT, legacy=None)
+        if state.format != FORMAT or state.version == 0 or new.depth >= CHECKPOINT_EVERY:
+            new = seal_history(store, new, pending)
+            new = replace(new, depth=0, chain=[version_name(new.version)])
+            doc = checkpoint_doc(new)
+        else:
+            new.chain.append(version_name(new.version))
+            doc = delta
+    except BaseException:
+        close_all(pending)
+        raise
+    new.digest = publish(store, doc, pending, steps)
+    return new
 
 
 def list_versions(store: Path) -> list[int]:
@@ -270,77 +466,3 @@ def list_versions(store: Path) -> list[int]:
         if p.name.endswith(".json") and stem.isdigit():
             out.append(int(stem))
     return sorted(out)
-
-
-def verify_files(
-    store: Path, refs: list[FileRef], *, threads: int = 8, hash: bool = True, deep: bool = False
-) -> dict[str, CorruptStoreError]:
-    """Check each file's size and checksum against its reference, in a thread pool (both hashes release the GIL).
-
-    Returns the failures by file name (empty when every file matches). ``deep``: sha256 too
-    where a quicker checksum is recorded. ``hash=False`` checks sizes only (for measuring what
-    verification costs; no production path uses it).
-    """
-    with Checks(store, refs, threads=threads, hash=hash, deep=deep) as checks:
-        return checks.failures()
-
-
-class Checks:
-    """Checks of files running in a thread pool, in the order given: ``name in checks`` waits
-    for that file's check and says whether it failed; ``checks[name]`` is its error.
-
-    Lets a reader parse each file as soon as its own check has passed, while later files
-    are still being hashed. Leaving the ``with`` block cancels checks not yet started.
-    """
-
-    def __init__(self, store: Path, refs: list[FileRef], *, threads: int = 8, hash: bool = True, deep: bool = False):
-        self._store, self._hash, self._deep = store, hash, deep
-        self._done: dict[str, CorruptStoreError | None] = {}
-        self._pending: dict = {}
-        self._pool = None
-        workers = min(threads, len(refs), os.cpu_count() or 1)
-        if workers <= 1 or sum(r.size for r in refs) < (4 << 20):
-            for r in refs:
-                self._done[r.name] = self._one(r)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=workers)
-        for r in refs:
-            self._pending[r.name] = self._pool.submit(self._one, r)
-
-    def _one(self, ref: FileRef) -> CorruptStoreError | None:
-        try:
-            check_file(self._store, ref, verify=self._hash, deep=self._deep)
-        except CorruptStoreError as exc:
-            return exc
-        except OSError as exc:
-            return CorruptStoreError(str(self._store / ref.name), f"cannot read: {exc}")
-        return None
-
-    def _result(self, name: str) -> CorruptStoreError | None:
-        if name in self._pending:
-            self._done[name] = self._pending.pop(name).result()
-        return self._done.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._result(name) is not None
-
-    def __getitem__(self, name: str) -> CorruptStoreError:
-        exc = self._result(name)
-        if exc is None:
-            raise KeyError(name)
-        return exc
-
-    def failures(self) -> dict[str, CorruptStoreError]:
-        """Every failed check by file name (waits for all)."""
-        for name in list(self._pending):
-            self._result(name)
-        return {name: exc for name, exc in self._done.items() if exc is not None}
-
-    def __enter__(self) -> "Checks":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)

@@ -66,6 +66,36 @@ class Postings:
         z32 = np.zeros(0, dtype=np.int32)
         return cls(z32, np.zeros(0, dtype=np.int64), z32, z32, np.zeros(0, dtype=np.uint32))
 
+    def head(self, n: int) -> "Postings":
+        """The postings of rows ``< n`` only (an earlier version's view of a merged segment)."""
+        keep = self.docs < n
+        if keep.all():
+            return self
+        terms = np.repeat(self.terms, self.dfs)[keep]
+        u_terms, starts, dfs = np.unique(terms, return_index=True, return_counts=True)
+        return Postings(
+            terms=u_terms.astype(np.int32), starts=starts.astype(np.int64), dfs=dfs.astype(np.int32),
+            docs=np.ascontiguousarray(self.docs[keep]), tfs=np.ascontiguousarray(self.tfs[keep]),
+        )
+
+    @classmethod
+    def merge(cls, parts: list[tuple["Postings", int]]) -> "Postings":
+        """One segment's postings from consecutive segments' (``(postings, row offset)`` in order):
+        equal to :meth:`build_flat` over all their rows, sorted by term then row."""
+        parts = [(p, off) for p, off in parts if len(p.docs)]
+        if not parts:
+            return cls.empty()
+        terms = np.concatenate([np.repeat(p.terms, p.dfs) for p, _ in parts])
+        docs = np.concatenate([p.docs.astype(np.int64) + off for p, off in parts])
+        tfs = np.concatenate([p.tfs for p, _ in parts])
+        order = np.argsort(terms, kind="stable")  # within a term, segments in order and rows ascending in each
+        terms = terms[order]
+        u_terms, starts, dfs = np.unique(terms, return_index=True, return_counts=True)
+        return cls(
+            terms=u_terms.astype(np.int32), starts=starts.astype(np.int64), dfs=dfs.astype(np.int32),
+            docs=docs[order].astype(np.int32), tfs=tfs[order].astype(np.uint32),
+        )
+
     def lookup(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each query term id: (start, end, df) in this segment; absent terms give an empty run."""
         if not len(self.terms):

@@ -83,6 +83,10 @@ class Segment:
         first = int(table.column("doc_id")[0].as_py()) if n else 0
         return cls(name=name, table=table, first_doc=first, dates=dates, lengths=lengths, embeddings=emb)
 
+    def head(self, n: int) -> "Segment":
+        """The first ``n`` rows (an earlier version's view of a segment a later commit was merged into)."""
+        return Segment(self.name, self.table.slice(0, n), self.first_doc, self.dates[:n], self.lengths[:n], self.embeddings[:n])
+
     @classmethod
     def placeholder(cls, name: str, first_doc: int, n: int, dim: int) -> "Segment":
         """``n`` empty, undated rows standing in for a damaged segment skipped on open."""

@@ -1,33 +1,46 @@
 """A snapshot: one committed version of a store, opened read-only and pinned.
 
-It maps every segment of the version and derives the per-document arrays the
-planner needs (dates, the end of each document's validity, author/thread/
-channel codes and their bitmaps). A later commit never changes a snapshot;
-``Snapshot.load(..., previous=old)`` reuses the segments both share.
+It maps every live unit's files (segments, postings, window vectors, int8 copies,
+dictionary terms, supersession events) and derives the per-document arrays the planner
+needs (dates, the end of each document's validity, author/thread/channel codes and their
+bitmaps). A later commit never changes a snapshot; ``Snapshot(..., previous=old)`` reuses
+the files both share and extends the old one's per-document arrays rather than rebuilding
+them (documents and supersession events are only ever appended, and a merge changes no
+document).
+
+An earlier version (time travel) is the current units cut at that version's counts
+(``cut``, a history entry): units after it are left out and the one that straddles it is
+read up to the cut, so every version answers exactly as it did when it was current.
+
+Owns: loading a version, per-document arrays, lookups by doc id. Must never import the engine.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
 
 from mempp.kernels import quantize_rows
 
 from .analyzer import Analyzer
-from .arrowio import map_table, mapped_matrix, one_array
-from .errors import CorruptStoreError
 from .ann import AnnIndex
-from .manifest import Checks, FileRef
+from .arrowio import map_table, mapped_matrix, one_array
+from .columns import Facet, RowReader
+from .errors import CorruptStoreError
+from .files import Checks, Vanished
+from .manifest import Entry, State, Unit
 from .postings import Postings
 from .segment import NAT, Segment, _timestamps, date_order
 
 FOREVER = np.iinfo(np.int64).max
+LINK_TAIL_MAX = 4096  # new documents linked one by one onto an earlier version's thread links; more: a full sort
+
+__all__ = ["FOREVER", "Facet", "RowReader", "SegmentEntry", "Snapshot"]
 
 
 @dataclass
@@ -45,6 +58,7 @@ class SegmentEntry:
     _getters: list | None = None  # (name, RowReader.get) of every column but the embedding, built on first use
     _q8_stats: tuple | None = None  # (byte sum, sum |q8|) per row of q8, built on first use
     q8_state: str = "none"  # q8 is "mapped" (from its file), "queued" or "resident" (resident.py), "built", "failed"
+    partial: bool = False  # read up to a cut (time travel): never reused by another snapshot
 
     def q8_stats(self) -> tuple:
         """The int8 copy's per-row byte sums and ``sum |q8|``, and the maxima the error bound
@@ -126,307 +140,310 @@ class SegmentEntry:
         return r
 
 
-class RowReader:
-    """Single values of one column by row, without Arrow's per-call ``take`` overhead.
-
-    Strings, integers and microsecond timestamps are read straight from the column's
-    buffers (well under a microsecond a value); other types through Arrow's scalar (about
-    2 us). Values equal ``to_pylist()``'s (tests/test_snapshot_rows.py).
-    """
-
-    def __init__(self, column: pa.ChunkedArray):
-        arr = one_array(column)
-        self.arr = arr
-        t = arr.type
-        self.kind = "scalar"
-        self.valid = None
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            self.kind = "string"
-            validity, offsets, data = arr.buffers()
-            width = np.int64 if pa.types.is_large_string(t) else np.int32
-            self.offsets = np.frombuffer(offsets, dtype=width)[arr.offset : arr.offset + len(arr) + 1]
-            self.data = memoryview(data) if data is not None else memoryview(b"")
-        elif pa.types.is_integer(t) or (pa.types.is_timestamp(t) and t.unit == "us"):
-            validity, values = arr.buffers()
-            self.values = np.frombuffer(values, dtype=t.to_pandas_dtype() if pa.types.is_integer(t) else np.int64)[arr.offset : arr.offset + len(arr)]
-            self.kind = "int"
-            if pa.types.is_timestamp(t):
-                import datetime as dt
-                import zoneinfo
-
-                self.kind = "timestamp"
-                self.epoch = dt.datetime(1970, 1, 1, tzinfo=zoneinfo.ZoneInfo(t.tz) if t.tz else None)
-                self.delta = dt.timedelta
-        else:
-            validity = None
-        if self.kind != "scalar" and validity is not None and arr.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-            self.valid = bits[arr.offset : arr.offset + len(arr)]
-
-    def get(self, row: int):
-        kind = self.kind
-        if kind == "scalar":
-            return self.arr[row].as_py()
-        if self.valid is not None and not self.valid[row]:
-            return None
-        if kind == "string":
-            off = self.offsets
-            return str(self.data[int(off[row]) : int(off[row + 1])], "utf-8")
-        if kind == "int":
-            return int(self.values[row])
-        return self.epoch + self.delta(microseconds=int(self.values[row]))
-
-
-@dataclass
-class Facet:
-    """A string column dictionary-encoded over the whole snapshot (author, thread, channel)."""
-
-    names: list[str]
-    codes: np.ndarray  # int32 per doc, -1 for null
-    index: dict[str, int]
-    _bitmaps: dict[int, BitMap] = field(default_factory=dict)
-    _counts: np.ndarray | None = None
-
-    @classmethod
-    def build(cls, chunks: list[pa.ChunkedArray]) -> "Facet":
-        names: list[str] = []
-        index: dict[str, int] = {}
-        parts = []
-        for col in chunks:
-            enc = one_array(col).dictionary_encode() if len(col) else None
-            if enc is None:
-                continue
-            local = enc.dictionary.to_pylist()
-            remap = np.empty(len(local) + 1, dtype=np.int32)
-            remap[-1] = -1
-            for i, name in enumerate(local):
-                code = index.get(name)
-                if code is None:
-                    code = index[name] = len(names)
-                    names.append(name)
-                remap[i] = code
-            idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            parts.append(remap[idx])
-        codes = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, dtype=np.int32)
-        return cls(names=names, codes=codes, index=index)
-
-    def code_bitmap(self, code: int) -> BitMap:
-        """Documents whose value has code ``code`` (cached for the snapshot's life)."""
-        bm = self._bitmaps.get(code)
-        if bm is None:
-            bm = BitMap(np.flatnonzero(self.codes == code).astype(np.uint32))
-            self._bitmaps[code] = bm
-        return bm
-
-    def union(self, codes: list[int]) -> BitMap:
-        """Documents whose value has any of ``codes``."""
-        return BitMap.union(BitMap(), *(self.code_bitmap(c) for c in codes))
-
-    def counts(self) -> np.ndarray:
-        """Documents per code (cached)."""
-        if self._counts is None:
-            self._counts = np.bincount(self.codes[self.codes >= 0], minlength=len(self.names))
-        return self._counts
-
-
 class Snapshot:
     """One committed version, read-only."""
 
     def __init__(
         self,
         store: Path,
-        manifest: dict | None,
+        state: State | None,
         previous: "Snapshot | None" = None,
         on_corrupt: str = "raise",
         verify: bool = True,
         written: Iterable[tuple[str, str]] = (),
+        cut: Entry | None = None,
     ) -> None:
-        """Load ``manifest``'s version, verifying every file's checksum (wide64; mix64 or sha256 in older stores) before parsing it.
+        """Load ``state``'s version (``cut``: an earlier version of it), verifying every file's
+        checksum (XXH3-64; sha256 in format-1 stores) before parsing it.
 
         A damaged postings or term-index file is rebuilt in memory from the segment text
-        (listed in ``rebuilt``). A damaged segment, window-vector or supersession file raises
-        :class:`CorruptStoreError` naming it, unless ``on_corrupt="skip"``: then the rest
-        stays readable, the documents of a skipped segment are never returned, and the file
-        is listed in ``skipped``. A damaged dictionary always raises. ``verify=False`` checks
-        sizes only (to measure what hashing costs). ``written``: (name, sha256) of files this
-        process has just written and fsynced, hashing the very bytes it wrote (the commit
-        that publishes this version): reading them back would hash the page cache's copy of
-        those bytes, so they count as verified.
+        (listed in ``rebuilt``), a damaged int8 copy from the embeddings. A damaged segment,
+        window-vector or supersession file raises :class:`CorruptStoreError` naming it, unless
+        ``on_corrupt="skip"``: then the rest stays readable, the documents of a skipped segment
+        are never returned, and the file is listed in ``skipped``. A damaged dictionary always
+        raises. ``verify=False`` checks sizes only (to measure what hashing costs). ``written``:
+        (name, checksum) of files this process has just written and fsynced, hashing the very
+        bytes it wrote: reading them back would hash the page cache's copy of those bytes, so
+        they count as verified.
         """
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
         self.store = store
-        self.manifest = manifest or {}
-        self.version = int(self.manifest.get("version", 0))
-        self.dim = int(self.manifest.get("dim", 0))
-        self.analyzer = Analyzer.from_json(self.manifest["analyzer"]) if manifest else None
-        self.n_docs = int(self.manifest.get("n_docs", 0))
-        self.total_length = int(self.manifest.get("total_length", 0))
-        old = {e.segment.name: e for e in previous.segments} if previous else {}
-        old_terms = previous.term_files if previous else []
+        self.state = state
+        self.cut = cut
+        self.meta = dict(state.meta) if state is not None else {}
+        self.version = cut.version if cut is not None else (state.version if state is not None else 0)
+        self.dim = int(self.meta.get("dim") or 0)
+        self.analyzer = Analyzer.from_json(self.meta["analyzer"]) if state is not None else None
         self.on_corrupt = on_corrupt
         self.skipped: list[str] = []  # damaged files left out (on_corrupt="skip")
         self.rebuilt: list[str] = []  # damaged derived files rebuilt from the segments
-        commits = [
-            (c, {k: FileRef.from_json(v) for k, v in c["files"].items()}) for c in self.manifest.get("commits", [])
-        ]
+        units = list(state.units) if state is not None else []
+        if cut is not None:
+            units = [u for u in units if u.lo <= cut.version]
+        # An earlier version of this store this process has loaded: its files, dictionary and
+        # supersession log are this version's first parts (data is only ever appended).
+        base = previous if _prefix_of(previous, state, cut) else None
+        old = {e.segment.name: e for e in previous.segments if not e.partial} if previous is not None else {}
         # Every file is checked against its recorded size and checksum before it is parsed; files a
         # previous snapshot of this process already verified (and reuses) are not hashed again.
-        self.verified: set[tuple[str, str]] = set(previous.verified) if previous else set()
+        self.verified: set[tuple[str, str]] = set(previous.verified) if previous is not None else set()
         if verify:
             self.verified.update(written)
         todo = []
-        for _, files in commits:
+        for u in units:
+            files = {k: f for k, f in u.files.items() if not _known(base, u, k)}
             if "docs" in files and files["docs"].name in old:
                 files = {k: f for k, f in files.items() if k in ("dict", "sup")}
-            files = {k: f for k, f in files.items() if k != "ann"}  # ANN indexes verify as they load, in the background
-            todo.extend(f for f in files.values() if (f.name, f.sha256) not in self.verified)
+            todo.extend(f for f in files.values() if (f.name, f.digest[1]) not in self.verified)
         with Checks(store, todo, hash=verify) as bad:  # each file is parsed once its own check passes
-            terms, sup_tables, rebuild, placeholders = self._load(store, commits, old, bad)
+            try:
+                terms, sups, rebuild, placeholders = self._load(store, units, old, bad, base)
+            except FileNotFoundError as exc:  # checked, then removed by a writer before it was mapped
+                raise Vanished(str(exc.filename or store), "file named by the manifest is missing") from None
             if verify:
-                self.verified.update((f.name, f.sha256) for f in todo if f.name not in bad)
+                self.verified.update((f.name, f.digest[1]) for f in todo if f.name not in bad)
         # ANN indexes over ranges of documents: loaded (after their checksum) in the background.
         old_ann = {a.name: a for a in previous.ann} if previous is not None else {}
         self.ann: list[AnnIndex] = []
-        for commit, files in commits:
-            if "ann" in files:
-                ref, info = files["ann"], commit["ann"]
-                a = old_ann.get(ref.name) or AnnIndex(int(info["first"]), int(info["n"]), ref.name, dict(info.get("params", {})), ref)
-                a.load_in_background(store, self.dim)
-                self.ann.append(a)
-        if previous is not None and old_terms == self.term_files[: len(old_terms)]:
-            self.term_ids = dict(previous.term_ids)  # the dictionary only grows: extend a copy
-            for i in range(len(self.term_ids), len(terms)):
-                self.term_ids[terms[i]] = i
-        else:
-            self.term_ids = {t: i for i, t in enumerate(terms)}
-        self.n_terms = len(terms)
-        for entry in rebuild:
-            entry.postings = self._rebuild_postings(entry.segment)
+        for a in state.anns if state is not None else []:
+            if cut is not None and a.version > cut.version:
+                continue
+            idx = old_ann.get(a.file.name) or AnnIndex(a.first, a.n, a.file.name, dict(a.params), a.file)
+            idx.load_in_background(store, self.dim)
+            self.ann.append(idx)
 
-        # Supersession log, and each document's end of validity (earliest effective date).
-        if sup_tables:
-            sup = pa.concat_tables(sup_tables)
-            self.sup_old = sup.column("old").to_numpy().astype(np.int64)
-            self.sup_new = sup.column("new").to_numpy().astype(np.int64)
-            self.sup_effective = _timestamps(sup.column("effective"))
-            self.sup_recorded = _timestamps(sup.column("recorded_at"))
-        else:
-            self.sup_old = self.sup_new = self.sup_effective = self.sup_recorded = np.zeros(0, dtype=np.int64)
-        self.valid_until = np.full(self.n_docs, FOREVER, dtype=np.int64)
-        if len(self.sup_old):
-            np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
-        for entry in placeholders:  # unreadable documents are never valid, so never returned
-            self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
+        first_term = base.n_terms if base is not None else 0
+        self.n_terms = first_term + len(terms)
+        if rebuild:  # damaged postings: from the text, with the whole dictionary of this version
+            ids = dict(base.term_ids) if base is not None else {}
+            ids.update((t, i) for i, t in enumerate(terms, first_term))
+            for entry in rebuild:
+                entry.postings = self._rebuild_postings(entry.segment, ids)
 
         segs = [e.segment for e in self.segments]
-        self.dates = np.concatenate([s.dates for s in segs]) if segs else np.zeros(0, dtype=np.int64)
-        tables = [s.table for s in segs]
-        self.authors = Facet.build([t.column("author") for t in tables])
-        self.threads = Facet.build([t.column("thread") for t in tables])
-        self.channels = Facet.build([t.column("channel") for t in tables])
+        self.n_docs = sum(s.n for s in segs)
+        if cut is not None:
+            self.total_length = int(cut.total_length)
+        elif state is not None:
+            self.total_length = int(state.total_length)
+        else:
+            self.total_length = 0
+        if state is not None and cut is None and self.n_docs != state.n_docs:
+            raise CorruptStoreError(str(store / (state.chain[-1] if state.chain else "CURRENT")),
+                                    f"manifest says {state.n_docs} documents, segments hold {self.n_docs}")
         self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
         self._starts_list = self._starts.tolist()  # for bisect: a scalar lookup 10x cheaper than numpy's
+        reuse = base if (base is not None and not placeholders) else None
+        self._derive(sups, placeholders, reuse)
+        # Last, when nothing can fail any more: the term dictionary. An earlier version's is
+        # extended in place and shared (copying it would cost every commit the size of the
+        # dictionary): a snapshot of that earlier version then also finds the newer terms, which
+        # none of its segments holds, so its answers do not change.
+        if base is not None:
+            self.term_ids = base.term_ids
+            for i, t in enumerate(terms, first_term):
+                self.term_ids[t] = i
+        else:
+            self.term_ids = {t: i for i, t in enumerate(terms)}
+
+    # --- per-document arrays ----------------------------------------------------------------------
+    def _derive(self, sups: list, placeholders: list, reuse: "Snapshot | None") -> None:
+        """Dates, validity, facets: extended from ``reuse`` (an earlier version of this store) when given."""
+        n0 = reuse.n_docs if reuse is not None else 0
+        new_parts = []  # (entry, first row) of every document after n0
+        for e in self.segments:
+            if e.base + e.segment.n > n0:
+                new_parts.append((e, max(0, n0 - e.base)))
+        dates = [e.segment.dates[r:] for e, r in new_parts]
+        self.dates = np.concatenate(([reuse.dates] if reuse is not None else []) + dates) if (dates or reuse is not None) else np.zeros(0, dtype=np.int64)
+        cols = lambda name: [e.segment.table.column(name).slice(r) for e, r in new_parts]  # noqa: E731
+        self.authors = Facet.extend(reuse.authors if reuse is not None else None, cols("author"))
+        self.threads = Facet.extend(reuse.threads if reuse is not None else None, cols("thread"))
+        self.channels = Facet.extend(reuse.channels if reuse is not None else None, cols("channel"))
+
+        # Supersession log, and each document's end of validity (earliest effective date);
+        # ``sups`` holds the events after ``reuse``'s (all of them without it).
+        tables = [t for t, _ in sups if len(t)]
+        new = _sup_arrays(pa.concat_tables(tables) if tables else None)
+        if reuse is not None:
+            self.sup_old, self.sup_new, self.sup_effective, self.sup_recorded = (
+                np.concatenate([a, b]) if len(b) else a for a, b in zip(reuse._sup, new)
+            )
+        else:
+            self.sup_old, self.sup_new, self.sup_effective, self.sup_recorded = new
+        self.n_sup = len(self.sup_old)
+        if reuse is not None:
+            self.valid_until = np.concatenate([reuse.valid_until, np.full(self.n_docs - n0, FOREVER, dtype=np.int64)])
+            if len(new[0]):
+                np.minimum.at(self.valid_until, new[0], new[2])
+        else:
+            self.valid_until = np.full(self.n_docs, FOREVER, dtype=np.int64)
+            if len(self.sup_old):
+                np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
+        for entry in placeholders:  # unreadable documents are never valid, so never returned
+            self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
         if len(self.dates) != self.n_docs:
-            raise ValueError(f"manifest says {self.n_docs} documents, segments hold {len(self.dates)}")
+            raise ValueError(f"{self.n_docs} documents, {len(self.dates)} dates")
+        if reuse is not None and "_thread_links" in reuse.__dict__:
+            self._links_from = (reuse._thread_links, reuse.__dict__.get("_thread_last"), n0)
 
-    def _load(self, store: Path, commits: list, old: dict, bad: Checks) -> tuple:
-        """Map the segments, postings, dictionaries and supersession logs (``bad``: their checks).
+    @property
+    def _sup(self) -> tuple:
+        return self.sup_old, self.sup_new, self.sup_effective, self.sup_recorded
 
-        Returns (terms, supersession tables, entries whose postings must be rebuilt, placeholders).
+    # --- loading --------------------------------------------------------------------------------
+    def _load(self, store: Path, units: list[Unit], old: dict, bad: Checks, base: "Snapshot | None") -> tuple:
+        """Map the units' segments, postings, dictionaries and supersession logs (``bad``: their checks),
+        each read up to the cut; of the dictionary and the log, only what ``base`` lacks.
+
+        Returns (dictionary terms after ``base``'s, [(supersession table, unit)] after ``base``'s,
+        entries whose postings must be rebuilt, placeholders).
         """
+        cut = self.cut
         self.segments: list[SegmentEntry] = []
-        self.term_files: list[str] = []
         terms: list[str] = []
-        sup_tables: list[pa.Table] = []
+        sups: list[tuple[pa.Table, Unit]] = []
         rebuild: list[SegmentEntry] = []
         placeholders: list[SegmentEntry] = []
-        for commit, files in commits:
-            if "docs" in files:
-                name = files["docs"].name
-                entry = old.get(name)
+        self.unit_stats: dict[str, dict] = {}  # per unit: what it holds, counted (format-1 manifests lack it)
+        for unit in units:
+            files = unit.files
+            stats = self.unit_stats[unit.stem] = {"n_sup": 0, "n_terms": 0, "length": 0}
+            keep_docs = unit.n_docs if cut is None else max(0, min(unit.n_docs, cut.n_docs - unit.first_doc))
+            if "docs" in files and keep_docs:
+                entry = old.get(files["docs"].name) if keep_docs == unit.n_docs else None
                 if entry is None:
-                    if name in bad:
-                        self._damaged(bad[name])
-                        seg = Segment.placeholder(name, int(commit["first_doc"]), int(commit["n_docs"]), self.dim)
-                        entry = SegmentEntry(seg, Postings.empty())
-                        placeholders.append(entry)
-                    else:
-                        seg = Segment.open(store / name, name)
-                        if files["post"].name in bad or files["index"].name in bad:
-                            entry = SegmentEntry(seg, Postings.empty())
-                            rebuild.append(entry)
-                            self.rebuilt.extend(files[k].name for k in ("post", "index") if files[k].name in bad)
-                        else:
-                            entry = SegmentEntry(seg, Postings.open(store / files["post"].name, store / files["index"].name))
-                    if "win" in files and files["win"].name in bad:
-                        self._damaged(bad[files["win"].name])
-                    elif "win" in files and not any(p is entry for p in placeholders):
-                        win = map_table(store / files["win"].name)
-                        entry.window_rows = win.column("row").to_numpy()
-                        entry.window_embeddings = mapped_matrix(win.column("embedding"))
-                    if "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
-                        # derived from the embeddings: rebuild it rather than fail
-                        if files["q8"].name in bad:
-                            self.rebuilt.append(files["q8"].name)
-                        order = date_order(entry.segment.dates)
-                        emb = np.ascontiguousarray(entry.segment.embeddings[order], dtype=np.float32)
-                        entry.q8 = np.empty(emb.shape, dtype=np.int8)
-                        entry.q8_scale = np.empty(len(emb), dtype=np.float32)
-                        quantize_rows(emb, entry.q8, entry.q8_scale)
-                        entry.q8_order, entry.q8_dates = order, entry.segment.dates[order]
-                        entry.q8_state = "built"
-                    elif "q8" in files:
-                        q8 = map_table(store / files["q8"].name)
-                        entry.q8 = mapped_matrix(q8.column("q"))
-                        entry.q8_state = "mapped"
-                        entry.q8_scale = one_array(q8.column("scale")).to_numpy(zero_copy_only=True)
-                        if "row" in q8.column_names:  # stored in date order (older stores: row order)
-                            entry.q8_order = one_array(q8.column("row")).to_numpy(zero_copy_only=True)
-                            entry.q8_dates = one_array(q8.column("date")).to_numpy(zero_copy_only=True)
+                    entry = self._open_unit(store, unit, files, keep_docs, bad, rebuild, placeholders)
                 self.segments.append(entry)
-            if "dict" in files:
+                if unit.length is None:
+                    stats["length"] = int(entry.segment.table.column("length").cast(pa.int64()).to_numpy().sum())
+            if "dict" in files and not _known(base, unit, "dict"):
                 if files["dict"].name in bad:
                     raise bad[files["dict"].name]  # term ids of every later segment depend on it
-                self.term_files.append(files["dict"].name)
-                terms.extend(map_table(store / files["dict"].name).column("term").to_pylist())
-            if "sup" in files:
+                got = map_table(store / files["dict"].name).column("term").to_pylist()
+                stats["n_terms"] = len(got)
+                if cut is not None and unit.first_term is not None:
+                    got = got[: max(0, cut.n_terms - unit.first_term)]
+                if base is not None:
+                    got = got[max(0, base.n_terms - unit.first_term) :]
+                terms.extend(got)
+            if "sup" in files and not _known(base, unit, "sup"):
                 if files["sup"].name in bad:
                     self._damaged(bad[files["sup"].name])
                 else:
-                    sup_tables.append(map_table(store / files["sup"].name))
-        return terms, sup_tables, rebuild, placeholders
+                    table = map_table(store / files["sup"].name)
+                    stats["n_sup"] = len(table)
+                    if cut is not None and unit.first_sup is not None:
+                        table = table.slice(0, max(0, cut.n_sup - unit.first_sup))
+                    if base is not None:
+                        table = table.slice(max(0, base.n_sup - unit.first_sup))
+                    sups.append((table, unit))
+        return terms, sups, rebuild, placeholders
+
+    def _open_unit(self, store, unit, files, keep, bad, rebuild, placeholders) -> "SegmentEntry":
+        name = files["docs"].name
+        partial = keep < unit.n_docs
+        if name in bad:
+            self._damaged(bad[name])
+            entry = SegmentEntry(Segment.placeholder(name, unit.first_doc, keep, self.dim), Postings.empty())
+            placeholders.append(entry)
+        else:
+            seg = Segment.open(store / name, name)
+            if partial:
+                seg = seg.head(keep)
+            if files["post"].name in bad or files["index"].name in bad:
+                for k in ("post", "index"):
+                    if files[k].name in bad and isinstance(bad[files[k].name], Vanished):
+                        raise bad[files[k].name]
+                entry = SegmentEntry(seg, Postings.empty())
+                rebuild.append(entry)
+                self.rebuilt.extend(files[k].name for k in ("post", "index") if files[k].name in bad)
+            else:
+                post = Postings.open(store / files["post"].name, store / files["index"].name)
+                entry = SegmentEntry(seg, post.head(keep) if partial else post)
+        entry.partial = partial
+        if "win" in files and files["win"].name in bad:
+            self._damaged(bad[files["win"].name])
+        elif "win" in files and not any(p is entry for p in placeholders):
+            win = map_table(store / files["win"].name)
+            rows = win.column("row").to_numpy()
+            emb = mapped_matrix(win.column("embedding"))
+            if partial:
+                keep_w = rows < keep
+                rows, emb = rows[keep_w], emb[keep_w]
+            entry.window_rows, entry.window_embeddings = rows, emb
+        if "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
+            # derived from the embeddings: rebuild it rather than fail
+            if files["q8"].name in bad:
+                if isinstance(bad[files["q8"].name], Vanished):
+                    raise bad[files["q8"].name]
+                self.rebuilt.append(files["q8"].name)
+            _quantize_entry(entry)
+        elif "q8" in files:
+            q8 = map_table(store / files["q8"].name)
+            entry.q8 = mapped_matrix(q8.column("q"))
+            entry.q8_state = "mapped"
+            entry.q8_scale = one_array(q8.column("scale")).to_numpy(zero_copy_only=True)
+            if "row" in q8.column_names:  # stored in date order (older stores: row order)
+                entry.q8_order = one_array(q8.column("row")).to_numpy(zero_copy_only=True)
+                entry.q8_dates = one_array(q8.column("date")).to_numpy(zero_copy_only=True)
+            if partial:
+                if entry.q8_order is None:
+                    entry.q8, entry.q8_scale = entry.q8[:keep], entry.q8_scale[:keep]
+                else:
+                    sel = entry.q8_order < keep
+                    entry.q8, entry.q8_scale = np.ascontiguousarray(entry.q8[sel]), entry.q8_scale[sel]
+                    entry.q8_order, entry.q8_dates = entry.q8_order[sel], entry.q8_dates[sel]
+                entry.q8_state = "built"
+        return entry
 
     def _damaged(self, exc: CorruptStoreError) -> None:
-        if self.on_corrupt != "skip":
+        if isinstance(exc, Vanished) or self.on_corrupt != "skip":
             raise exc
         self.skipped.append(exc.path)
 
-    def _rebuild_postings(self, seg: Segment) -> Postings:
+    def _rebuild_postings(self, seg: Segment, ids: dict[str, int]) -> Postings:
         """The postings of ``seg`` from its text, with this version's analyzer and term dictionary
-        (the same analysis and inversion that wrote them)."""
+        (``ids``; the same analysis and inversion that wrote them)."""
         try:
-            flat, lengths = self.analyzer.term_ids(seg.table.column("text").to_pylist(), self.term_ids.__getitem__)
+            flat, lengths = self.analyzer.term_ids(seg.table.column("text").to_pylist(), ids.__getitem__)
         except KeyError:
             raise CorruptStoreError(seg.name, "postings damaged and the text has terms missing from the dictionary") from None
         return Postings.build_flat(flat, lengths)
 
     @property
     def thread_links(self) -> tuple[np.ndarray, np.ndarray]:
-        """(prev, next): each document's neighbour in its thread in ingest order, −1 for none (cached)."""
-        links = getattr(self, "_thread_links", None)
+        """(prev, next): each document's neighbour in its thread in ingest order, −1 for none (cached).
+
+        Extended from an earlier version's links when this snapshot was made from one that had them."""
+        links = self.__dict__.get("_thread_links")
         if links is None:
             codes = self.threads.codes
             n = len(codes)
-            prev = np.full(n, -1, dtype=np.int64)
-            nxt = np.full(n, -1, dtype=np.int64)
-            if n:
-                order = np.lexsort((np.arange(n), codes))
-                c = codes[order]
-                same = (c[1:] == c[:-1]) & (c[1:] >= 0)
-                prev[order[1:][same]] = order[:-1][same]
-                nxt[order[:-1][same]] = order[1:][same]
+            base = self.__dict__.pop("_links_from", None)
+            if base is not None and base[1] is not None and n - base[2] <= LINK_TAIL_MAX:
+                (p0, x0), last0, n0 = base
+                prev = np.concatenate([p0, np.full(n - n0, -1, dtype=np.int64)])
+                nxt = np.concatenate([x0, np.full(n - n0, -1, dtype=np.int64)])
+                last = np.full(len(self.threads.names), -1, dtype=np.int64)
+                last[: len(last0)] = last0
+                _link_tail(codes, n0, prev, nxt, last)
+            else:
+                prev = np.full(n, -1, dtype=np.int64)
+                nxt = np.full(n, -1, dtype=np.int64)
+                last = np.full(len(self.threads.names), -1, dtype=np.int64)
+                if n:
+                    order = np.lexsort((np.arange(n), codes))
+                    c = codes[order]
+                    same = (c[1:] == c[:-1]) & (c[1:] >= 0)
+                    prev[order[1:][same]] = order[:-1][same]
+                    nxt[order[:-1][same]] = order[1:][same]
+                    ends = np.flatnonzero(np.append(c[1:] != c[:-1], True))  # the last of each code's run
+                    real = c[ends] >= 0
+                    last[c[ends][real]] = order[ends][real]
             links = self._thread_links = (prev, nxt)
+            self._thread_last = last
         return links
 
     @property
@@ -452,7 +469,7 @@ class Snapshot:
         return out
 
     # --- lookups -------------------------------------------------------------------------------
-    def locate(self, doc_id: int) -> tuple[SegmentEntry, int]:
+    def locate(self, doc_id: int) -> tuple["SegmentEntry", int]:
         """(segment, row) of a document id."""
         i = bisect_right(self._starts_list, doc_id) - 1
         entry = self.segments[i]
@@ -506,3 +523,60 @@ class Snapshot:
     @property
     def avg_length(self) -> float:
         return self.total_length / self.n_docs if self.n_docs else 0.0
+
+
+def _prefix_of(previous: "Snapshot | None", state: State | None, cut: Entry | None) -> bool:
+    """Whether ``previous`` (a snapshot of this process) holds a prefix of ``state`` cut at ``cut``:
+    format 2 on both sides (units carry their counts), not newer, nothing skipped."""
+    if previous is None or state is None or previous.state is None or previous.skipped:
+        return False
+    if state.format != 2 or previous.state.format != 2:
+        return False
+    target = cut if cut is not None else state
+    return previous.version <= (cut.version if cut is not None else state.version) and previous.n_docs <= target.n_docs and (
+        previous.n_sup <= target.n_sup and previous.n_terms <= target.n_terms
+    )
+
+
+def _known(base: "Snapshot | None", unit: Unit, kind: str) -> bool:
+    """Whether ``base`` already holds all of ``unit``'s dictionary terms or supersession events."""
+    if base is None:
+        return False
+    if kind == "dict":
+        return unit.first_term is not None and unit.first_term + unit.n_terms <= base.n_terms
+    if kind == "sup":
+        return unit.first_sup is not None and unit.first_sup + unit.n_sup <= base.n_sup
+    return False
+
+
+def _sup_arrays(sup: pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    if sup is None or not len(sup):
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z
+    return (
+        sup.column("old").to_numpy().astype(np.int64),
+        sup.column("new").to_numpy().astype(np.int64),
+        _timestamps(sup.column("effective")),
+        _timestamps(sup.column("recorded_at")),
+    )
+
+
+def _link_tail(codes: np.ndarray, n0: int, prev: np.ndarray, nxt: np.ndarray, last: np.ndarray) -> None:
+    """Link documents ``n0..`` to their threads' previous documents (``last``: each thread's last so far)."""
+    for d in np.flatnonzero(codes[n0:] >= 0) + n0:
+        c = codes[d]
+        p = last[c]
+        if p >= 0:
+            prev[d] = p
+            nxt[p] = d
+        last[c] = d
+
+
+def _quantize_entry(entry: "SegmentEntry") -> None:
+    order = date_order(entry.segment.dates)
+    emb = np.ascontiguousarray(entry.segment.embeddings[order], dtype=np.float32)
+    entry.q8 = np.empty(emb.shape, dtype=np.int8)
+    entry.q8_scale = np.empty(len(emb), dtype=np.float32)
+    quantize_rows(emb, entry.q8, entry.q8_scale)
+    entry.q8_order, entry.q8_dates = order, entry.segment.dates[order]
+    entry.q8_state = "built"

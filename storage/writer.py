@@ -1,11 +1,13 @@
-"""The commit: write one batch's immutable files, then publish a new manifest.
+"""The commit: write one batch's immutable files as a new unit, then publish a new version.
 
-Order (each step durable before the next): segment, postings, term index,
-new dictionary terms and supersession events are written under names no
-published manifest uses, each fsynced; then the new manifest is written and
-fsynced; then ``CURRENT`` is replaced atomically and the directory fsynced.
-A crash before the last rename leaves the previous version current; the
-files it left behind are unreferenced and overwritten by the next commit.
+Order (each step durable before the next): segment, postings, term index, window vectors,
+int8 copy, new dictionary terms, supersession events and ANN index are written under names no
+published version uses, each fsynced; then the version file (manifest.py) is written and
+fsynced; then ``CURRENT`` is replaced atomically and the directory fsynced. A crash before
+the last rename leaves the previous version current; the files it left behind are
+unreferenced and removed by the next writer (:func:`clean_strays`).
+
+Owns: the write of one commit's files. Must never import the engine.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import StoreWriteError
-from .fsutil import FsyncError, failpoint, fsync_dir, mkdir
-from .manifest import FORMAT, MANIFESTS, SEGMENTS, publish, write_file, write_table_file
+from .files import FileRef, write_file, write_table_file
+from .fsutil import FsyncError, close_all, failpoint, fsync_dir, mkdir
+from .manifest import MANIFESTS, SEGMENTS, Ann, Entry, State, Unit, commit_version
 from .postings import Postings
 from .segment import NAT, TS, date_order, segment_batch
 
@@ -74,145 +77,174 @@ def _q8_file(batch: "CommitBatch") -> pa.Table:
     return q8_table(q8, scale, dates)
 
 
-def new_manifest(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
-    return {
-        "format": FORMAT,
-        "version": 0,
-        "dim": dim,
-        "embedder": embedder,
-        "analyzer": analyzer,
-        "index": index or {},
-        "n_docs": 0,
-        "total_length": 0,
-        "n_terms": 0,
-        "commits": [],
-    }
+def new_meta(dim: int, embedder: dict, analyzer: dict, index: dict | None = None) -> dict:
+    """What a new store fixes at creation: recorded in every checkpoint, checked on open."""
+    return {"dim": dim, "embedder": embedder, "analyzer": analyzer, "index": index or {}}
 
 
-def commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
-    """Write ``batch`` and publish it as version ``previous['version'] + 1``; return the new manifest.
+def commit(store: Path, state: State, batch: CommitBatch) -> State:
+    """Write ``batch`` and publish it as version ``state.version + 1``; return the new state.
 
     An I/O error raises :class:`StoreWriteError` (``broken=True`` when an fsync failed);
     the previous version stays current unless the error came after the ``CURRENT``
     rename, in which case the new version may or may not survive a crash.
     """
+    return guarded(store, lambda: _commit(store, state, batch))
+
+
+def guarded(store: Path, fn):
+    """Run a write, turning I/O errors into :class:`StoreWriteError`."""
     try:
-        return _commit(store, previous, batch)
+        return fn()
     except FsyncError as exc:
         raise StoreWriteError(f"{store}: commit failed, fsync error: {exc}", exc.errno, broken=True) from exc
     except OSError as exc:
         raise StoreWriteError(f"{store}: commit failed: {exc}", exc.errno) from exc
 
 
-def _commit(store: Path, previous: dict, batch: CommitBatch) -> dict:
-    version = int(previous["version"]) + 1
-    failpoint("before_commit")
+def prepare_dirs(store: Path) -> None:
     created = mkdir(store / SEGMENTS)
     created |= mkdir(store / MANIFESTS)
     if created:  # first commit: the new directories must be durable before CURRENT names files in them
         fsync_dir(store)
+
+
+def _commit(store: Path, state: State, batch: CommitBatch) -> State:
+    version = state.version + 1
+    failpoint("before_commit")
+    prepare_dirs(store)
     stem = f"{SEGMENTS}/{version:08d}"
-    files: dict[str, dict] = {}
-    entry: dict = {"version": version, "committed_at": _now_iso(), "files": files}
-    total_length = int(previous["total_length"])
-    if batch.n_docs:
-        # The postings are inverted and encoded in a thread (numba and Arrow release the GIL)
-        # while the segment is encoded and written here. A big batch's postings, term index
-        # and int8 copy are also written from that thread while the segment is (the writes'
-        # copies into the page cache take one core per ~300 MB/s here); the steps still
-        # complete, and their failpoints fire, in the order of the files; all are fsynced
-        # before the manifest is written, as before. A small batch writes one file at a time.
-        aside = batch.n_docs >= PARALLEL_WRITES
-
-        def postings_files():
-            post, index = Postings.build_flat(*batch.flat_terms).tables()
-            if not aside:
-                return post, index
-            return write_table_file(store, f"{stem}.post.arrow", post), write_table_file(store, f"{stem}.terms.arrow", index)
-
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            postings = pool.submit(postings_files)
-            q8 = None
-            if aside and batch.quantized is not None:  # after the postings, in the same thread
-                q8 = pool.submit(lambda: write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch)))
-            files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings)).to_json()
-            failpoint("after_docs_fsync")
-            post, index = postings.result()
-            if not aside:
-                post = write_table_file(store, f"{stem}.post.arrow", post)
-            files["post"] = post.to_json()
-            failpoint("after_post_fsync")
-            if not aside:
-                index = write_table_file(store, f"{stem}.terms.arrow", index)
-            files["index"] = index.to_json()
-            failpoint("after_terms_fsync")
-            if batch.window_rows is not None and len(batch.window_rows):
-                dim = batch.window_embeddings.shape[1]
-                flat = pa.array(np.ascontiguousarray(batch.window_embeddings, dtype=np.float32).reshape(-1), pa.float32())
-                table = pa.table(
-                    {
-                        "row": pa.array(batch.window_rows, pa.int32()),
-                        "embedding": pa.FixedSizeListArray.from_arrays(flat, dim),
-                    }
-                )
-                files["win"] = write_table_file(store, f"{stem}.win.arrow", table).to_json()
-                failpoint("after_win_fsync")
-            if batch.quantized is not None:
-                ref = q8.result() if q8 is not None else write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch))
-                files["q8"] = ref.to_json()
-                failpoint("after_q8_fsync")
-        entry["first_doc"] = int(batch.columns["doc_id"][0])
-        entry["n_docs"] = batch.n_docs
-        total_length += int(sum(batch.columns["length"]))
-    if batch.new_terms:
-        table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
-        files["dict"] = write_table_file(store, f"{stem}.dict.arrow", table).to_json()
-        failpoint("after_dict_fsync")
-    if batch.supersessions:
-        old, new, eff, rec = zip(*batch.supersessions)
-        table = pa.table(
-            {
-                "old": pa.array(old, pa.uint64()),
-                "new": pa.array(new, pa.uint64()),
-                "effective": pa.array(eff, pa.int64()).cast(TS),
-                "recorded_at": pa.array(rec, pa.int64()).cast(TS),
-            }
+    files: dict[str, FileRef] = {}
+    pending: list = []  # every new file, written and fsynced together when the version is published
+    length = 0
+    try:
+        if batch.n_docs:
+            length = int(sum(batch.columns["length"]))
+            _write_rows(store, stem, batch, files, pending)
+        if batch.new_terms:
+            table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
+            files["dict"] = write_table_file(store, f"{stem}.dict.arrow", table, pending)
+        if batch.supersessions:
+            files["sup"] = write_table_file(store, f"{stem}.sup.arrow", sup_table(batch.supersessions), pending)
+        ann = None
+        if batch.ann is not None:
+            first, n, params, data = batch.ann
+            ref = write_file(store, f"{stem}.ann.hnsw", data, pending)
+            ann = Ann(version, int(first), int(n), params, ref)
+    except BaseException:
+        close_all(pending)
+        raise
+    unit = None
+    if files:
+        unit = Unit(
+            stem, version, version, state.n_docs, batch.n_docs, files, state.n_sup, len(batch.supersessions), state.n_terms,
+            len(batch.new_terms), length,
         )
-        files["sup"] = write_table_file(store, f"{stem}.sup.arrow", table).to_json()
-        failpoint("after_sup_fsync")
-    if batch.ann is not None:
-        first, n, params, data = batch.ann
-        files["ann"] = write_file(store, f"{stem}.ann.hnsw", data).to_json()
-        failpoint("after_ann_fsync")
-        entry["ann"] = {"first": int(first), "n": int(n), "params": params}
-    manifest = dict(previous)
-    manifest.update(
-        version=version,
-        n_docs=int(previous["n_docs"]) + batch.n_docs,
-        total_length=total_length,
-        n_terms=int(previous["n_terms"]) + len(batch.new_terms),
-        commits=list(previous["commits"]) + [entry],
+    kind = "add" if batch.n_docs else "supersede" if batch.supersessions else "ann"
+    entry = Entry(
+        version, now_iso(), kind, state.n_docs + batch.n_docs, state.n_sup + len(batch.supersessions),
+        state.n_terms + len(batch.new_terms), state.total_length + length, len(state.anns) + (ann is not None), batch.n_docs,
     )
-    publish(store, manifest)
-    return manifest
+    change = {"op": "append", "unit": None if unit is None else unit.to_json(), "ann": None if ann is None else ann.to_json()}
+    steps = tuple(FILE_STEPS[k] for k in FILE_ORDER if k in files) + (("after_ann_fsync",) if ann is not None else ())
+    return commit_version(store, state, change, entry, pending, steps)
+
+
+FILE_ORDER = ("docs", "post", "index", "win", "q8", "dict", "sup")
+FILE_STEPS = {
+    "docs": "after_docs_fsync", "post": "after_post_fsync", "index": "after_terms_fsync", "win": "after_win_fsync",
+    "q8": "after_q8_fsync", "dict": "after_dict_fsync", "sup": "after_sup_fsync",
+}
+
+
+def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending: list) -> None:
+    """The new rows' files: segment, postings, term index, window vectors, int8 copy.
+
+    A big batch's postings are inverted and encoded, and with its term index and int8 copy
+    written, in a thread (numba and Arrow release the GIL) while the segment is encoded and
+    written here (the writes' copies into the page cache take one core per ~300 MB/s here).
+    A small batch writes one file after another.
+    """
+    if batch.n_docs < PARALLEL_WRITES:
+        files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings), pending)
+        post, index = Postings.build_flat(*batch.flat_terms).tables()
+        files["post"] = write_table_file(store, f"{stem}.post.arrow", post, pending)
+        files["index"] = write_table_file(store, f"{stem}.terms.arrow", index, pending)
+        if batch.window_rows is not None and len(batch.window_rows):
+            files["win"] = write_table_file(store, f"{stem}.win.arrow", window_table(batch.window_rows, batch.window_embeddings), pending)
+        if batch.quantized is not None:
+            files["q8"] = write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch), pending)
+        return
+    aside: list = []  # the thread's own new files (one list per thread: no shared appends)
+
+    def derived():
+        post, index = Postings.build_flat(*batch.flat_terms).tables()
+        out = {
+            "post": write_table_file(store, f"{stem}.post.arrow", post, aside),
+            "index": write_table_file(store, f"{stem}.terms.arrow", index, aside),
+        }
+        if batch.quantized is not None:
+            out["q8"] = write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch), aside)
+        return out
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        got = pool.submit(derived)
+        try:
+            files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings), pending)
+            if batch.window_rows is not None and len(batch.window_rows):
+                files["win"] = write_table_file(store, f"{stem}.win.arrow", window_table(batch.window_rows, batch.window_embeddings), pending)
+        finally:
+            try:
+                files.update(got.result())
+            finally:
+                pending.extend(aside)
+    ordered = {k: files[k] for k in FILE_ORDER if k in files}
+    files.clear()
+    files.update(ordered)
+
+
+def window_table(rows: np.ndarray, embeddings: np.ndarray) -> pa.Table:
+    """Extra window vectors of long documents: each with the segment row it belongs to."""
+    dim = embeddings.shape[1]
+    flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1), pa.float32())
+    return pa.table({"row": pa.array(rows, pa.int32()), "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
+
+
+def sup_table(events) -> pa.Table:
+    """Supersession events ``(old, new, effective µs, recorded µs)`` as the log stores them."""
+    old, new, eff, rec = zip(*events)
+    return pa.table(
+        {
+            "old": pa.array(old, pa.uint64()),
+            "new": pa.array(new, pa.uint64()),
+            "effective": pa.array(eff, pa.int64()).cast(TS),
+            "recorded_at": pa.array(rec, pa.int64()).cast(TS),
+        }
+    )
 
 
 def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def _now_iso() -> str:
+def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def clean_strays(store: Path, manifest: dict | None) -> list[str]:
-    """Remove what failed or crashed commits left: temporary files, and segment and manifest
-    files no committed version names. Call only while holding the writer lock; returns the names removed.
+def clean_strays(store: Path, state: State | None) -> list[str]:
+    """Remove what failed or crashed writes and earlier versions left: temporary files, and every
+    file in ``segments/`` and ``manifests/`` that ``state`` (the current version) does not need.
+    Call only while holding the writer lock; returns the names removed.
+
+    A reader in another process that is still opening an older version may then find a file
+    gone; it re-reads ``CURRENT`` and opens the newer version (``Store.open``). A reader that
+    has opened a version keeps its files: they are memory-mapped, and a removed file's pages
+    stay until the last mapping goes.
     """
     from .fsutil import unlink
 
-    version = int(manifest["version"]) if manifest else 0
-    keep = {f["name"] for c in (manifest or {}).get("commits", []) for f in c["files"].values()}
+    keep = state.names() if state is not None else set()
+    legacy = state is not None and state.format == 1
     removed = []
     for d in (store, store / SEGMENTS, store / MANIFESTS):
         if not d.is_dir():
@@ -221,11 +253,11 @@ def clean_strays(store: Path, manifest: dict | None) -> list[str]:
             rel = p.relative_to(store).as_posix()
             if d == store:
                 stray = p.name.startswith(".") and ".tmp-" in p.name
-            elif d.name == SEGMENTS:
-                stray = rel not in keep
-            else:
+            elif d.name == MANIFESTS and legacy:  # format 1: every version's own manifest is its time travel
                 stem = p.name.removesuffix(".json")
-                stray = (".tmp-" in p.name) or (stem.isdigit() and int(stem) > version)
+                stray = (".tmp-" in p.name) or not (stem.isdigit() and int(stem) <= state.version)
+            else:
+                stray = rel not in keep
             if stray and (p.is_file() or p.is_symlink()):
                 unlink(p)
                 removed.append(rel)

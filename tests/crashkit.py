@@ -54,9 +54,10 @@ def stored_rows(store: mempp.Store) -> list[tuple]:
     return out
 
 
-def check_store(path: Path, acked: list[int], maybe: list[int] = (), **kw) -> str | None:
+def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups: int = 0, **kw) -> str | None:
     """None if the store at ``path`` opens and holds exactly the acknowledged batches, in order,
-    optionally followed by a prefix of ``maybe`` (unacknowledged batches, each whole); else what is wrong."""
+    optionally followed by a prefix of ``maybe`` (unacknowledged batches, each whole), and the
+    batches' supersessions plus ``extra_sups`` more; else what is wrong."""
     try:
         with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
             rows = stored_rows(s)
@@ -69,7 +70,7 @@ def check_store(path: Path, acked: list[int], maybe: list[int] = (), **kw) -> st
     for n in range(len(maybe) + 1):
         want = list(acked) + list(maybe[:n])
         if rows == expected_rows(want, **kw):
-            expect_sups = sum(1 for b in want if b >= 2 and b % 4 == 2)
+            expect_sups = sum(1 for b in want if b >= 2 and b % 4 == 2) + extra_sups
             return None if sups == expect_sups else f"{sups} supersessions, expected {expect_sups}"
     keys = [r[0] for r in rows]
     return f"holds {len(rows)} rows {keys[:12]}..., acknowledged batches {acked}, maybe {list(maybe)}"
@@ -206,17 +207,21 @@ class DiskModel:
 
 
 def stray_files(path: Path) -> list[str]:
-    """Files in the store no committed version names, and temporary files."""
-    from mempp.storage import read_current
+    """Files in the store the current version does not need, and temporary files."""
+    from mempp.storage import read_state
 
-    manifest = read_current(path)
-    keep = {f["name"] for c in (manifest or {}).get("commits", []) for f in c["files"].values()}
-    version = manifest["version"] if manifest else 0
+    state = read_state(path)
+    keep = state.names() if state is not None else set()
     out = [p.name for p in path.iterdir() if ".tmp-" in p.name]
-    if (path / "segments").is_dir():
-        out += [f"segments/{p.name}" for p in (path / "segments").iterdir() if f"segments/{p.name}" not in keep]
-    if (path / "manifests").is_dir():
-        out += [f"manifests/{p.name}" for p in (path / "manifests").iterdir() if int(p.name[:8]) > version]
+    for folder in ("segments", "manifests"):
+        if (path / folder).is_dir():
+            for p in (path / folder).iterdir():
+                name = f"{folder}/{p.name}"
+                if state is not None and state.format == 1 and folder == "manifests":  # format 1 keeps every version's
+                    if p.name[:8].isdigit() and int(p.name[:8]) <= state.version:
+                        continue
+                if name not in keep:
+                    out.append(name)
     return out
 
 

@@ -125,7 +125,7 @@ def _final_writer_check(path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
-@pytest.mark.parametrize("step", COMMIT_STEPS)
+@pytest.mark.parametrize("step", [s for s in COMMIT_STEPS if s != "after_ann_fsync"])
 def test_kill_at_each_commit_step(tmp_path, step, parallel):
     path = tmp_path / "s"
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
@@ -241,7 +241,7 @@ def test_big_commit_writes_the_files_a_serial_one_writes(tmp_path, monkeypatch):
     def build(path):
         with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
             s.add(_big_batch(0))
-            return s._snap.manifest["commits"][-1]["files"]
+            return {k: f.to_json() for k, f in s._snap.state.units[-1].files.items()}
 
     at_once = build(tmp_path / "a")
     monkeypatch.setattr(writer, "PARALLEL_WRITES", 10**9)
@@ -250,3 +250,105 @@ def test_big_commit_writes_the_files_a_serial_one_writes(tmp_path, monkeypatch):
     for kind in ("post", "index", "q8", "dict"):
         assert at_once[kind] == one_by_one[kind], kind
         assert (tmp_path / "a" / at_once[kind]["name"]).read_bytes() == (tmp_path / "b" / one_by_one[kind]["name"]).read_bytes()
+
+
+MERGER = textwrap.dedent(
+    """
+    import os, sys
+    import mempp
+    failpoint = os.environ.pop("MEMPP_FAILPOINT")
+    with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=mempp.IndexConfig(window_stride=100), merge="manual") as s:
+        os.environ["MEMPP_FAILPOINT"] = failpoint
+        s.merge(force=True)
+    print("merged", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ("merge_before_files", "merge_after_files") + COMMIT_STEPS[COMMIT_STEPS.index("after_manifest_fsync"):])
+def test_kill_at_each_step_of_a_merge(tmp_path, step):
+    """A merge killed at any step loses nothing, invents nothing, and leaves a store whose every
+    version opens; the next writer removes what the merge left and merges again."""
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+        for b in range(6):
+            s.add(batch(b, long=True))
+        versions = s.version
+        want = [[(h.key, h.score) for h in s.query("alpha bravo term3x1", k=5, as_of=a)] for a in (None, "2023-04-30")]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent), MEMPP_FAILPOINT=f"{step}:kill")
+    proc = subprocess.run([sys.executable, "-c", MERGER, str(path)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (proc.stdout, proc.stderr)
+    published = step in ("after_current_rename", "after_store_dir_fsync")
+    assert check_store(path, list(range(6)), long=True) is None
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        assert s.version == versions + published
+        assert len(s._snap.segments) == (1 if published else 6)
+        assert [[(h.key, h.score) for h in s.query("alpha bravo term3x1", k=5, as_of=a)] for a in (None, "2023-04-30")] == want
+    for v in range(1, versions + 1):
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), version=v) as old:
+            assert len(old) == 3 * v
+    assert published or step == "merge_before_files" or stray_files(path)
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+        s.add(batch(6, long=True))
+        s.merge(force=True)
+        assert len(s._snap.segments) == 1
+    assert stray_files(path) == []
+    assert check_store(path, list(range(7)), long=True) is None
+
+
+OTHER_COMMIT = textwrap.dedent(
+    """
+    import os, sys
+    import mempp
+    failpoint = os.environ.pop("MEMPP_FAILPOINT")
+    with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=mempp.IndexConfig(window_stride=100), merge="manual") as s:
+        s.get("b0-0")  # every kernel the write path needs is loaded before the failpoint is armed
+        os.environ["MEMPP_FAILPOINT"] = failpoint
+        if sys.argv[2] == "supersede":
+            s.supersede_many([("b1-1", "b2-1"), ("b0-2", "b2-0", "2023-06-01")])
+        else:
+            s.build_ann(min_docs=1)
+    print("done", flush=True)
+    """
+)
+PUBLISH_STEPS = COMMIT_STEPS[COMMIT_STEPS.index("after_manifest_fsync"):]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "op,step",
+    [("supersede", s) for s in ("before_commit", "after_sup_fsync") + PUBLISH_STEPS]
+    + [("ann", s) for s in ("before_commit", "after_ann_fsync") + PUBLISH_STEPS],
+)
+def test_kill_at_each_step_of_a_supersession_or_ann_commit(tmp_path, op, step):
+    """A supersession-only commit (``supersede_many``) and an ANN index's commit (``build_ann``),
+    killed at each of their steps: the supersessions or the index are there whole or not at all,
+    nothing else changes, and the next writer cleans up and commits the same again."""
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+        for b in range(3):
+            s.add(batch(b, long=True))
+        version = s.version
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent), MEMPP_FAILPOINT=f"{step}:kill")
+    proc = subprocess.run([sys.executable, "-c", OTHER_COMMIT, str(path), op], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (proc.stdout, proc.stderr)
+    published = step in ("after_current_rename", "after_store_dir_fsync")
+    sups = 2 if op == "supersede" and published else 0
+    assert check_store(path, [0, 1, 2], extra_sups=sups, long=True) is None
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        assert s.version == version + published
+        assert (s.get("b1-1").valid_until is not None) == (op == "supersede" and published)
+        assert len(s._snap.ann) == (op == "ann" and published)
+    assert published or step == "before_commit" or stray_files(path)
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+        if not published:
+            if op == "supersede":
+                s.supersede_many([("b1-1", "b2-1"), ("b0-2", "b2-0", "2023-06-01")])
+            else:
+                s.build_ann(min_docs=1)
+        s.add(batch(3, long=True))
+    assert stray_files(path) == []
+    assert check_store(path, [0, 1, 2, 3], extra_sups=2 if op == "supersede" else 0, long=True) is None
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+        assert len(s._snap.ann) == (op == "ann")

@@ -20,7 +20,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mempp
+from mempp import candidates as C
+from mempp import lexical as LX
 from mempp import planner as P
+from mempp import vector_batch as VB
 from mempp.config import IndexConfig
 from mempp.kernels import (
     TopK,
@@ -446,9 +449,9 @@ def test_tiled_batch_scan_floors_and_samples(seed, n, frac, n_q, stride):
 def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatch):
     """The batch's sampled floors (on from a few blocks of rows here, as on large stores): the same
     answers as single queries, including queries whose heap did not fill and were scanned again."""
-    monkeypatch.setattr(P, "SEED_MIN_DOCS", 0)
-    monkeypatch.setattr(P, "SEED_STRIDE", 2)
-    monkeypatch.setattr(P, "SEED_MARGIN", 1.0)  # floors about as high as the heaps' roots: some heaps do not fill
+    monkeypatch.setattr(VB, "SEED_MIN_DOCS", 0)
+    monkeypatch.setattr(VB, "SEED_STRIDE", 2)
+    monkeypatch.setattr(VB, "SEED_MARGIN", 1.0)  # floors about as high as the heaps' roots: some heaps do not fill
     rng = np.random.default_rng(5)
     n, dim = 3000, 128
     emb = unit_rows(rng, n, dim)
@@ -466,7 +469,7 @@ def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatc
     counts = np.count_nonzero(masks, axis=1)
     keeps = np.maximum(200, P.BATCH_KEEP_BASE + counts // P.BATCH_KEEP_PER_CANDIDATES)
     prepared = mempp.kernels.Int8Batch.quantize(qv)
-    floors = P._scan_floors(s._snap, prepared, masks, keeps, counts)
+    floors = VB._scan_floors(s._snap, prepared, masks, keeps, counts)
     if not all(mempp.kernels.int8dot.tiled_scan_ok(e.q8, e.base) for e in s._snap.segments):
         assert floors is None  # no floors without the tiled kernel
         pytest.skip("no 512-bit VNNI here")
@@ -623,7 +626,7 @@ def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
     counts = [[int(w) for w in m.replace("(", " ").replace(",", " ").split() if w.isdigit()] for m in methods if m != "none"]
     assert any(c[3] < c[2] for c in counts), methods
     # the leg leaves its accumulator clean for the next query
-    full, _ = P._scratch(1)
+    full, _ = LX._scratch(1)
     assert not full.any()
 
 
@@ -713,14 +716,14 @@ def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind
     for e in snap.segments:
         batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn, order=e.q8_order)
         eps = np.maximum(eps, prepared.error_bounds(e.q8_stats()))
-    table, keep = P._embedding_table(snap)
+    table, keep = VB._embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), np.int64)
     out_n = np.zeros(n_q, np.int64)
     certified = np.zeros(n_q, np.bool_)
     certified_tops(table, dim, qv, hs, hi, hn, keeps, depths, eps, out_ids, out_n, certified)
     verdicts = set()
     for b in range(n_q):
-        want = P._certified_top(snap, qv[b], hs[b], hi[b], int(hn[b]), int(keeps[b]), int(depths[b]), float(eps[b]))
+        want = VB._certified_top(snap, qv[b], hs[b], hi[b], int(hn[b]), int(keeps[b]), int(depths[b]), float(eps[b]))
         assert certified[b] == (want is not None)
         verdicts.add(bool(certified[b]))
         if want is not None:
@@ -799,7 +802,7 @@ def test_large_snapshots_answer_dated_queries_while_the_valid_index_builds(tmp_p
         for i, d in enumerate(days)
     ]
     s.add(docs, embeddings=emb)  # repeated keys: supersessions, so retirement matters
-    monkeypatch.setattr(P, "BACKGROUND_INDEX_DOCS", 1)
+    monkeypatch.setattr(C, "BACKGROUND_INDEX_DOCS", 1)
     snap = s._snap
     assert (snap.valid_until != mempp.storage.FOREVER).sum() > 50 and "_valid_index" not in snap.__dict__
     opts = [
@@ -831,7 +834,8 @@ def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
     """A facet filter keeps exactly the masked documents whose value is wanted, by ids or by codes."""
     import pyarrow as pa
 
-    from mempp.planner import _keep_facet, tag_leg
+    from mempp.candidates import _keep_facet
+    from mempp.tags import tag_leg
     from mempp.storage.snapshot import Facet
 
     half = len(values) // 2

@@ -151,3 +151,127 @@ def test_disk_full_at_every_4k_step(tmp_path):
     assert check_store(path, acked, per=12) is None
     assert stray_files(path) == []
     print(f"disk full: {len(results) // 2} limits, {len(failed)} refused commits, {len(acked)} batches intact")
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_nth_operation_failing_in_a_merge_changes_nothing(tmp_path, code):
+    """T3 for merges: the Nth file operation of a merge fails, for every N: a typed error (or, for
+    the removal of merged-away files after the merge is published, none: that is left to later),
+    the documents and every version unchanged, and the store merges and commits afterwards."""
+    import shutil
+
+    base = tmp_path / "base"
+    with mempp.Store.open(base, embedder=mempp.HashEmbedder(), merge="manual") as s:
+        for b in range(4):
+            s.add(batch(b))
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    counter = FailNth(-1, errno.EIO)
+    with mempp.Store.open(probe, embedder=mempp.HashEmbedder(), merge="manual") as s:
+        s.merge()  # the writer's first write: its clean-up is not counted below
+        old = fsutil.set_io_hook(counter)
+        try:
+            assert s.merge(force=True)["merges"] == 1
+        finally:
+            fsutil.set_io_hook(old)
+    total = counter.count
+    assert total >= 12
+    seen = set()
+    for n in range(total):
+        path = tmp_path / f"s{n}"
+        shutil.copytree(base, path)
+        hook = FailNth(n, code)
+        s = mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual")
+        s.merge()
+        old = fsutil.set_io_hook(hook)
+        raised = None
+        try:
+            s.merge(force=True)
+        except mempp.StoreWriteError as exc:
+            raised = exc
+        finally:
+            fsutil.set_io_hook(old)
+        seen.add(hook.failed)
+        if raised is None:
+            assert hook.failed == "unlink", n
+        else:
+            assert raised.errno == code and str(path) in str(raised)
+            assert raised.broken == (hook.failed in ("fsync", "fsync_dir"))
+            if not raised.broken:
+                s.merge(force=True)  # the same writer merges now
+        s.close()
+        assert check_store(path, [0, 1, 2, 3]) is None, n
+        for v in range(1, 5):
+            with mempp.Store.open(path, embedder=mempp.HashEmbedder(), version=v) as old_version:
+                assert len(old_version) == 3 * v, (n, v)
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s2:
+            s2.add(batch(4))
+            s2.merge(force=True)
+            assert len(s2._snap.segments) == 1
+        assert check_store(path, [0, 1, 2, 3, 4]) is None, n
+        assert stray_files(path) == [], n
+    assert {"create", "write", "fsync", "rename", "fsync_dir", "unlink"} <= seen
+    print(f"Nth operation fails in a merge ({errno.errorcode[code]}): {total} operations, every N refused or harmless, recovered")
+
+
+def _other_commit(store: mempp.Store, op: str) -> None:
+    if op == "supersede":
+        store.supersede_many([("b0-1", "b1-1"), ("b0-2", "b1-0", "2023-06-01")])
+    else:
+        store.build_ann(min_docs=1)
+
+
+@pytest.mark.parametrize("op", ["supersede", "ann"])
+def test_nth_operation_failing_in_a_supersession_or_ann_commit(tmp_path, op):
+    """T3 for the other kinds of commit: ``supersede_many`` (a supersession-only commit) and
+    ``build_ann``, the Nth file operation failing (EIO) for every N: a typed error, never an
+    acknowledgement, nothing changed unless the failure followed the commit point, and the store
+    commits the same afterwards."""
+    import shutil
+
+    base = tmp_path / "base"
+    with mempp.Store.open(base, embedder=mempp.HashEmbedder(), merge="manual") as s:
+        s.add(batch(0))
+        s.add(batch(1))
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    counter = FailNth(-1, errno.EIO)
+    with mempp.Store.open(probe, embedder=mempp.HashEmbedder(), merge="manual") as s:
+        s.get("b0-0")
+        s._begin_write()  # the writer's own start (lock, clean-up) is not counted below
+        old = fsutil.set_io_hook(counter)
+        try:
+            _other_commit(s, op)
+        finally:
+            fsutil.set_io_hook(old)
+    total = counter.count
+    assert total >= 8
+    seen = set()
+    for n in range(total):
+        path = tmp_path / f"s{n}"
+        shutil.copytree(base, path)
+        s = mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual")
+        s._begin_write()
+        hook = FailNth(n, errno.EIO)
+        old = fsutil.set_io_hook(hook)
+        try:
+            with pytest.raises(mempp.StoreWriteError) as info:
+                _other_commit(s, op)
+        finally:
+            fsutil.set_io_hook(old)
+        seen.add(hook.failed)
+        assert info.value.errno == errno.EIO and info.value.broken == (hook.failed in ("fsync", "fsync_dir"))
+        s.close()
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as r:
+            done = r.version == 3  # the failure came after the CURRENT rename
+            assert r.version in (2, 3) and len(r) == 6
+            assert (r.get("b0-1").valid_until is not None) == (op == "supersede" and done)
+            assert len(r._snap.ann) == (op == "ann" and done)
+        assert check_store(path, [0, 1], extra_sups=2 if op == "supersede" and done else 0) is None, n
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s2:
+            if not done:
+                _other_commit(s2, op)
+            s2.add(batch(2))
+        assert check_store(path, [0, 1, 2], extra_sups=2 if op == "supersede" else 0) is None, n
+        assert stray_files(path) == [], n
+    assert {"create", "write", "fsync", "rename", "fsync_dir"} <= seen

@@ -46,7 +46,7 @@ def snapshot_of(path: Path) -> dict:
 
 @pytest.fixture
 def filled(tmp_path):
-    s = open_store(tmp_path / "s")
+    s = open_store(tmp_path / "s", merge="manual")  # no background merge changes files while a test compares them
     s.add([GOOD, {"id": "b", "text": "budget approved by Ben", "author": "Ben Okafor", "date": "2023-02-01"}])
     yield s
     s.close()
@@ -372,23 +372,24 @@ def test_symlinked_pointer_or_lock_is_refused(filled, victim, name):
 
 
 def test_manifest_naming_files_outside_is_refused(filled, victim):
+    import xxhash
+
     path = filled.path
     version = filled.version
     filled.close()
     name = f"manifests/{version:08d}.json"
     manifest = json.loads((path / name).read_text())
-    docs = manifest["commits"][0]["files"]["docs"]
+    assert manifest["kind"] == "checkpoint"  # the first version of a store is one
+    docs = manifest["units"][0]["files"]["docs"]
     (victim / "seg.arrow").write_bytes((path / docs["name"]).read_bytes())  # same size and hash, outside
     docs["name"] = "../outside/seg.arrow"
     evil = json.dumps(manifest).encode()
     (path / name).write_bytes(evil)
-    import hashlib
-
-    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": name, "sha256": hashlib.sha256(evil).hexdigest()}))
+    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": name, "xxh3": xxhash.xxh3_64(evil).hexdigest()}))
     _refused_for_read_and_write(path)
-    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": "../outside/secret", "sha256": "0" * 64}))
+    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": "../outside/secret", "xxh3": "0" * 16}))
     _refused_for_read_and_write(path)
-    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": "/etc/passwd", "sha256": "0" * 64}))
+    (path / "CURRENT").write_text(json.dumps({"version": version, "manifest": "/etc/passwd", "xxh3": "0" * 16}))
     _refused_for_read_and_write(path)
     assert sorted(p.name for p in victim.iterdir()) == ["secret", "seg.arrow"]
 

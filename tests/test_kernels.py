@@ -390,3 +390,29 @@ def test_bm25_empty_query_and_all_false_mask():
     ids, _, t, _ = run_bm25(docs, [0, 1], np.zeros(2, dtype=np.uint8), 3, scores, touched)
     assert ids.tolist() == [] and t == []
     assert not scores.any()
+
+
+@SETTINGS
+@given(
+    st.lists(st.lists(st.integers(0, 3), max_size=8), min_size=1, max_size=40),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_bm25_probe_adds_the_term_to_the_given_documents_only(seg, term, data):
+    """``bm25_probe`` against the formula, document by document: each given document that holds
+    the term gains ``w tf (k1 + 1) / (tf + norm)``; the others, and documents not given, stay."""
+    from mempp.kernels import bm25_probe
+
+    base = data.draw(st.integers(0, 5))
+    rows = sorted(data.draw(st.sets(st.integers(0, len(seg) - 1))))
+    p_docs, p_tfs, starts = build_postings(seg, 4)
+    norms = np.array(data.draw(st.lists(st.floats(0.1, 3.0), min_size=len(seg), max_size=len(seg))), dtype=np.float64)
+    scores = np.zeros(base + len(seg), dtype=np.float32)
+    docs = np.array([base + r for r in rows], dtype=np.int64)
+    bm25_probe(p_docs, p_tfs, starts[term], starts[term + 1], 0.7, norms, K1, base, docs, scores)
+    want = np.zeros_like(scores)
+    for r in rows:
+        tf = seg[r].count(term)
+        if tf:
+            want[base + r] = np.float32(0.7 * tf * (K1 + 1.0) / (tf + norms[r]))
+    np.testing.assert_allclose(scores, want, rtol=1e-6)

@@ -32,7 +32,7 @@ def test_kernels_import_only_numpy_and_numba():
 
 def test_storage_imports_no_engine():
     mods = imports("storage")
-    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "mempp"}  # hnswlib: ANN index files (DESIGN §5)
+    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (DESIGN §5); xxhash: file checksums
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 
@@ -48,3 +48,35 @@ def test_nothing_heavy_runs_at_import():
     code = "import time, sys; t = time.perf_counter(); import mempp; print(time.perf_counter() - t, 'onnxruntime' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1] == "False"  # the model loads on first use, not at import
+
+
+def engine_imports(name: str) -> set[str]:
+    """The engine modules (``mempp.X`` or relative ``.X``) that ``engine/<name>.py`` imports."""
+    out = set()
+    for node in ast.walk(ast.parse((ROOT / "engine" / f"{name}.py").read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.level == 1:
+                out.add(node.module.split(".")[0])
+            elif node.level == 0 and node.module.startswith("mempp.") and node.module.split(".")[1] not in ("kernels", "storage"):
+                out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("mempp.") and a.name.split(".")[1] not in ("kernels", "storage"))
+    return out
+
+
+# The read path's stages (their module docstrings say what each owns): each imports only the
+# stages before it, never the planner that runs them, fusion, or the store.
+READ_PATH_STAGES = {
+    "options": set(),
+    "candidates": {"options"},
+    "tags": {"candidates"},
+    "lexical": {"options"},
+    "vector": {"candidates", "options"},
+    "vector_batch": {"candidates", "options", "vector"},
+}
+
+
+def test_read_path_stages_import_only_earlier_stages():
+    for name, allowed in READ_PATH_STAGES.items():
+        assert engine_imports(name) <= allowed, (name, engine_imports(name) - allowed)
+    assert engine_imports("planner") <= set(READ_PATH_STAGES) | {"fusion", "types"}

@@ -230,3 +230,72 @@ def test_evaluate_smoke(tmp_path):
     assert set(report["by_category"]) == set(CATEGORIES)
     assert report["questions"] > 0
     assert 0.0 <= report["overall"]["recall@10"] <= 1.0
+
+
+# ------------------------------------------------------------------------------------------ data files
+# sha256 of docs.jsonl and questions.jsonl as `write` made them before the generator's tables moved
+# to data files (bench/orgbench/data/*.json): the move, and any later refactoring, must keep them.
+GOLDEN = {
+    (2000, 0, 1): ("b110dc796a661a64571c25d9f06f43619c4ab11506fec767e8e89bfb76715375",
+                   "4250dc517c59115418ad0bb4e0d0ca18e36363c96c852694453adddb49c16567"),
+    (2000, 1, 1): ("bcf8aca1f7711f0e25b7fc26e763a58b36c79adce1108f82d0d29cc58448da83",
+                   "317f60749d4864f71424936a4c1ec0e2eca40952f5b2cdacbb7ad26d62fd120b"),
+    (2000, 0, 2): ("935058904443c35b60438c1edd1022832a61d0e9ea6f2488326449d54e464bd8",
+                   "63bbe4b1c044da29e38bdf11bcc9591e18638a95fad123dadd8d7936719169ea"),
+    (2000, 1, 2): ("748516b82caec26d8b9d2bfbb144a678578f70d54aeb8dcfd0aec05f21f9e019",
+                   "9dfa99b4603da6ff5980fdbfea3a805a7847e0bc3286439f1809628c1b36d200"),
+}
+
+
+@pytest.mark.parametrize("n_docs,seed,n_orgs", sorted(GOLDEN))
+def test_output_bytes_are_the_recorded_ones(tmp_path, n_docs, seed, n_orgs):
+    write(tmp_path, n_docs, seed=seed, n_orgs=n_orgs)
+    got = tuple(hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in ("docs.jsonl", "questions.jsonl"))
+    assert got == GOLDEN[(n_docs, seed, n_orgs)]
+
+
+def _raw(name: str) -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("mempp.bench.orgbench").joinpath("data", name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "name,spoil,where",
+    [
+        ("kinds.json", lambda d: d["kinds"][2].__setitem__("values", "7 days"), "kinds[2].values: expected a list"),
+        ("kinds.json", lambda d: d["kinds"][4].__setitem__("ordred", False), "kinds[4]: unknown ordred"),
+        ("kinds.json", lambda d: d["kinds"][0].pop("fam"), "kinds[0]: missing fam"),
+        ("kinds.json", lambda d: d["kinds"][1]["subj"].__setitem__(1, 3), "kinds[1].subj[1]: expected a string"),
+        ("vocabulary.json", lambda d: d["industries"][3].pop(), "industries[3]: expected a list of 3 items"),
+        ("organization.json", lambda d: d["teams"][0].__setitem__(2, "3"), "teams[0][2]: expected an integer"),
+        ("sentences.json", lambda d: d["banks"]["sre"].__setitem__(2, "[unclosed|choice"), "banks['sre'][2]: unbalanced ["),
+        ("decisions.json", lambda d: d.pop("stale"), "missing stale"),
+        ("questions.json", lambda d: d.__setitem__("q_new", []), "unknown q_new"),
+    ],
+)
+def test_a_bad_data_file_is_refused_naming_the_file_and_the_entry(name, spoil, where):
+    from mempp.bench.orgbench.tables import TableError, check
+
+    raw = _raw(name)
+    check(name, raw)  # the shipped file passes
+    spoil(raw)
+    with pytest.raises(TableError) as err:
+        check(name, raw)
+    assert str(err.value).startswith(f"{name}: ") and where in str(err.value), str(err.value)
+
+
+def test_every_data_file_is_package_data_and_checked():
+    """pyproject ships bench/orgbench/data/*.json with the package, and each file has a schema."""
+    import tomllib
+    from importlib import resources
+    from pathlib import Path
+
+    from mempp.bench.orgbench.tables import SCHEMAS
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["mempp.bench.orgbench"]
+    data = resources.files("mempp.bench.orgbench").joinpath("data")
+    files = sorted(p.name for p in data.iterdir() if p.name.endswith(".json"))
+    assert files == sorted(SCHEMAS)
+    assert all(any(Path("data", f).match(g) for g in globs) for f in files)

@@ -24,40 +24,65 @@ N_BATCHES = 5
 INDEX = mempp.IndexConfig(window_stride=100)  # long documents get window vectors: a .win file per commit
 
 
-def _record_run(root: Path, disabled: frozenset[str] = frozenset()) -> tuple[list, DiskModel]:
-    """Run N_BATCHES adds through the model; return (state before each op, acked batches, batch in flight)."""
+PLAIN = ["add"] * N_BATCHES
+# Every kind of commit: adds, a supersession-only commit, an ANN index, merges.
+EVERY_KIND = ["add", "add", "sup", "add", "merge", "ann", "add", "add", "merge"]
+SUPS = [("b0-1", "b1-1"), ("b0-2", "b1-0", "2023-06-01")]  # the supersession-only commit's two events
+
+
+def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[str] = PLAIN) -> tuple[list, DiskModel]:
+    """Run ``plan`` through the model (``add``: the next batch; ``sup``: ``supersede_many(SUPS)``;
+    ``ann``: ``build_ann``; ``merge``: ``merge(force=True)``). Returns, before each file operation and
+    at the end: (the model's state, acked batches, acked extra supersessions, what is in flight)."""
     from crashkit import batch
 
     root.mkdir()
     model = DiskModel(root, disabled)
     states: list = []
     acked: list[int] = []
+    sups = 0
+    inflight = None
 
     def before(op, rel):
-        states.append((model.snapshot(), list(acked)))
+        states.append((model.snapshot(), list(acked), sups, inflight))
 
     model.on_op = before
     old = fsutil.set_io_hook(model)
     try:
-        with mempp.Store.open(root, embedder=mempp.HashEmbedder(), index=INDEX) as s:
-            for b in range(N_BATCHES):
-                s.add(batch(b, long=True))
-                acked.append(b)
+        with mempp.Store.open(root, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+            for step in plan:
+                if step == "add":
+                    inflight = ("add", len(acked))
+                    s.add(batch(len(acked), long=True))
+                    acked.append(len(acked))
+                elif step == "sup":
+                    inflight = ("sup", len(SUPS))
+                    s.supersede_many(SUPS)
+                    sups += len(SUPS)
+                elif step == "ann":
+                    inflight = ("ann", 0)
+                    s.build_ann(min_docs=1)
+                else:
+                    inflight = ("merge", 0)
+                    s.merge(force=True)
+                inflight = None
     finally:
         fsutil.set_io_hook(old)
-    states.append((model.snapshot(), list(acked)))
+    states.append((model.snapshot(), list(acked), sups, None))
     return states, model
 
 
 def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: int | None = None) -> tuple[int, list[str]]:
     crashes, bad = 0, []
     for mode, seed in modes:
-        for k, (tree, acked) in enumerate(states):
-            inflight = [len(acked)] if len(acked) < N_BATCHES else []
+        for k, (tree, acked, sups, inflight) in enumerate(states):
+            maybe = [inflight[1]] if inflight and inflight[0] == "add" else []
             out = tmp / f"crash-{k}-{mode}-{seed}"
             DiskModel.materialize(tree, out, mode, random.Random(seed * 1000 + k))
             crashes += 1
-            problem = check_store(out, acked, inflight, long=True)
+            problem = check_store(out, acked, maybe, extra_sups=sups, long=True)
+            if problem and inflight and inflight[0] == "sup":  # the supersessions in flight: all or none
+                problem = check_store(out, acked, maybe, extra_sups=sups + inflight[1], long=True)
             if problem:
                 bad.append(f"op {k} mode {mode}/{seed}: {problem}")
                 if limit and len(bad) >= limit:
@@ -66,15 +91,18 @@ def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
-def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monkeypatch, parallel):
+@pytest.mark.parametrize("parallel,kinds", [(False, False), (True, False), (False, True)], ids=["serial", "parallel-writes", "every-kind"])
+def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monkeypatch, parallel, kinds):
     """``parallel``: every commit writes its derived files from a thread beside the segment (as
-    batches of PARALLEL_WRITES documents or more do), the model taking one operation at a time."""
+    batches of PARALLEL_WRITES documents or more do), the model taking one operation at a time.
+    ``kinds``: the run also records a supersession-only commit, builds an ANN index and merges its
+    segments twice, so power is lost at every step of those too (a merge's files written and
+    fsynced, its version published, the merged-away files removed)."""
     if parallel:
         from mempp.storage import writer
 
         monkeypatch.setattr(writer, "PARALLEL_WRITES", 1)
-    states, model = _record_run(tmp_path / "store")
+    states, model = _record_run(tmp_path / "store", plan=EVERY_KIND if kinds else PLAIN)
     seeds = 40 if long_run() else 6
     modes = [("lose", 0), ("keep", 0)] + [("random", i) for i in range(seeds)]
     crashes, bad = _violations(tmp_path, states, modes)
@@ -92,7 +120,7 @@ def test_after_power_loss_the_next_writer_cleans_up_and_commits(tmp_path):
     states, _ = _record_run(tmp_path / "store")
     step = 1 if long_run() else 3
     for k in range(0, len(states), step):
-        tree, acked = states[k]
+        tree, acked, _, _ = states[k]
         out = tmp_path / f"w{k}"
         DiskModel.materialize(tree, out, "lose")
         with mempp.Store.open(out, embedder=mempp.HashEmbedder(), read_only=True) as s:
@@ -109,8 +137,8 @@ def test_after_power_loss_the_next_writer_cleans_up_and_commits(tmp_path):
 @pytest.mark.parametrize("site", FSYNC_SITES)
 def test_removing_any_one_fsync_is_caught(tmp_path, site):
     """The checker is strong enough: with this one fsync left out, some power loss loses acknowledged data
-    or leaves a store that does not open."""
-    states, _ = _record_run(tmp_path / "store", frozenset([site]))
+    or leaves a store that does not open (merges in the run, so a merge's own fsyncs count too)."""
+    states, _ = _record_run(tmp_path / "store", frozenset([site]), plan=EVERY_KIND)
     modes = [("lose", 0)] + [("random", i) for i in range(20)]
     crashes, bad = _violations(tmp_path, states, modes, limit=1)
     print(f"fsync {site} removed: violation found after {crashes} crashes: {bad[:1]}")

@@ -354,7 +354,7 @@ def test_big_batches_tokenized_before_the_check_index_like_small_ones(tmp_path):
     from concurrent.futures import Future
 
     from mempp.storage.analyzer import tokenize
-    from mempp.store import _tokens_of_rows
+    from mempp.writes import _tokens_of_rows
 
     done = Future()
     done.set_result(tokenize(["alpha beta", "gamma", "delta"]))

@@ -245,13 +245,6 @@ def test_int8_batch_scan(benchmark, corpus, tiled):
     benchmark(run)
 
 
-def test_mix64_checksum(benchmark, corpus):
-    from mempp.kernels.checksum import mix64_bytes
-
-    data = corpus["emb"].tobytes()  # 154 MB
-    benchmark(mix64_bytes, data)
-
-
 @pytest.fixture(scope="module")
 def workload_store(tmp_path_factory):
     """20,000 documents of the speed workload (bench/workload.py) in a store."""
@@ -308,7 +301,7 @@ def test_rrf_select(benchmark):
 
 
 def test_batch_fingerprints(benchmark, workload_store):
-    """Fingerprints at ingest (kernels/blake2b.py through ingest.fingerprints), 20,000 workload texts."""
+    """Fingerprints at ingest (hashlib BLAKE2b through ingest.fingerprints), 20,000 workload texts."""
     from mempp.ingest import fingerprints
 
     _, _, w = workload_store
@@ -316,11 +309,12 @@ def test_batch_fingerprints(benchmark, workload_store):
     benchmark(fingerprints, [None] * len(texts), texts)
 
 
-def test_wide64_checksum(benchmark, corpus):
-    from mempp.kernels.checksum import wide64_bytes
+def test_file_checksum(benchmark, corpus):
+    """XXH3-64 (storage/files.py: what every store file records), 154 MB in memory."""
+    import xxhash
 
     data = corpus["emb"].tobytes()  # 154 MB
-    benchmark(wide64_bytes, data)
+    benchmark(lambda: xxhash.xxh3_64(data).hexdigest())
 
 
 @pytest.mark.parametrize("kernel", ["compiled", "numpy"])

@@ -1,0 +1,7 @@
+"""``python -m mempp.bench.orgbench``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

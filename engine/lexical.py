@@ -1,0 +1,165 @@
+"""The lexical leg (DESIGN §2 step 2): BM25 over the full text, with thread context when asked.
+
+Owns the BM25 constants, the per-thread scratch buffers of the scoring kernels, and the
+per-snapshot tables the MaxScore kernel reads (``kernels.maxscore``); the sparse accumulation
+with the neighbours' lift (``kernels.context``) for thread context. Also scores given
+documents (the tag leg's) for the planner. It must never import the other legs, fusion,
+the planner or the store.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, sparse_moments, with_neighbours
+from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
+from mempp.storage import Snapshot
+
+from .options import QueryOptions, context_scale
+
+K1 = 1.2
+B = 0.75
+
+_buffers = threading.local()
+
+
+def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's BM25 accumulator (float32, all zero between queries) and touched list, of size >= n."""
+    scores = getattr(_buffers, "scores", None)
+    if scores is None or len(scores) < n:
+        scores = _buffers.scores = np.zeros(max(n, 1024), dtype=np.float32)
+        _buffers.touched = np.empty(len(scores), dtype=np.int64)
+    return scores, _buffers.touched
+
+
+def lexical_leg(
+    snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info: dict | None = None
+):
+    """Top ``depth`` candidates by BM25 (with thread context when asked), and the score of each ``score_for`` doc.
+
+    Without thread context: document-at-a-time MaxScore over every segment in one kernel call
+    (``kernels.maxscore``; exact, scores in float64). With it: sparse accumulation of every
+    posting, then the neighbours' lift (``kernels.context``). ``info["method"]`` says which ran.
+    """
+    try:
+        return _lexical_leg(snap, question, mask, n_cand, opt, score_for, info)
+    except BaseException:
+        # An interrupt between accumulation and clean-up would leave this thread's accumulator dirty.
+        _buffers.__dict__.pop("scores", None)
+        raise
+
+
+def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
+    terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
+    ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+    extra = np.zeros(len(score_for), dtype=np.float64)
+    if len(ids) == 0 or snap.n_docs == 0:
+        return np.zeros(0, dtype=np.int64), extra
+    context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
+    if not context:
+        return _lexical_topk(snap, ids, mask, opt.depth, score_for, info)
+    looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
+    df = np.zeros(len(ids), dtype=np.int64)
+    for _, _, _, dfs in looked:
+        df += dfs
+    idf = bm25_idf(snap.n_docs, df)
+    full, touched = _scratch(snap.n_docs)
+    scores = full[: snap.n_docs]
+    n = 0
+    avgdl = snap.avg_length
+    depth = opt.depth
+    if info is not None:
+        info["method"] = "sparse with thread context"
+    for entry, starts, ends, dfs in looked:
+        if not dfs.any():
+            continue
+        post = entry.postings
+        n = bm25_accumulate(
+            post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
+        )
+    out_ids = np.empty(depth, dtype=np.int64)
+    if n:
+        betas = np.asarray(opt.context, dtype=np.float64)
+        prev, nxt = snap.thread_links
+        mu, sigma = sparse_moments(scores, touched, n, n_cand)
+        pool = np.empty(n * (2 * len(betas) + 1), dtype=np.int64)
+        seen = np.zeros(snap.n_docs, dtype=np.uint8)
+        m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
+        out_scores = np.empty(depth, dtype=np.float64)
+        scale = context_scale(snap, opt)
+        got = context_topk(
+            scores, mu, sigma, pool, m, prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(m), opt.context_max
+        )
+        if len(score_for):
+            context_topk(
+                scores, mu, sigma, score_for, len(score_for), prev, nxt, betas, scale, mask, 0, out_ids[:0], out_scores[:0], extra,
+                opt.context_max,
+            )
+    else:
+        got = 0
+    clear_touched(scores, touched, n)
+    return out_ids[:got], extra
+
+
+def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
+    """The snapshot's segment table and term index for the MaxScore kernels (built on first use, kept with the snapshot)."""
+    cached = snap.__dict__.get("_lex_table")
+    if cached is None:
+        avgdl = snap.avg_length
+        table, index, keep = segment_table(
+            [
+                (p.docs, p.tfs, e.norms(avgdl, K1, B), p.terms, p.starts, p.dfs, e.base, _dense_index(e))
+                for e in snap.segments
+                for p in (e.postings,)
+            ]
+        )
+        cached = snap.__dict__["_lex_table"] = (table, index, keep)
+    return cached  # keep (the arrays the table holds addresses of): the caller holds it while the kernels run
+
+
+def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
+    """This thread's scratch buffers for :func:`lex_topk` (the float one all zero between queries)."""
+    fs = getattr(_buffers, "lex_f", None)
+    if fs is None:
+        fs = _buffers.lex_f = np.zeros(scratch_size(), dtype=np.float64)
+        _buffers.lex_i = np.zeros(scratch_size(), dtype=np.int64)
+    return fs, _buffers.lex_i
+
+
+def _dense_index(entry) -> tuple[np.ndarray, np.ndarray]:
+    """The segment's bitsets of common terms (``kernels.maxscore.dense_index``), kept with the entry across snapshots."""
+    cached = entry.__dict__.get("_dense_index")
+    if cached is None or cached[0] is not entry.postings:
+        post = entry.postings
+        cached = entry.__dict__["_dense_index"] = (post, dense_index(post.docs, post.starts, post.dfs, entry.segment.n))
+    return cached[1]
+
+
+def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
+    """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
+    # `keep` stays referenced here: another thread may replace the cached table meanwhile.
+    table, index, keep = _lex_table(snap)
+    out_ids = np.empty(depth, dtype=np.int64)
+    stats = np.zeros(4, dtype=np.int64)
+    fs, is_ = _lex_scratch()
+    got = lex_query(table, *index, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    extra = np.zeros(len(score_for), dtype=np.float64)
+    if len(score_for):
+        n_seg = table.shape[0]
+        starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+        df = np.empty(len(ids), dtype=np.int64)
+        idf = np.empty(len(ids), dtype=np.float64)
+        lex_lookup(*index, ids, starts, ends, df, slots)
+        lex_idf(snap.n_docs, df, idf)
+        order = np.argsort(score_for, kind="stable")
+        sorted_scores = np.empty(len(score_for), dtype=np.float64)
+        lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
+        extra[order] = sorted_scores
+    if info is not None:
+        info["method"] = (
+            f"maxscore ({len(ids)} terms, {stats[3]} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
+        )
+    del keep
+    return out_ids[:got], extra

@@ -1,0 +1,192 @@
+"""The vector leg of one query (DESIGN §2 step 2): cosine top ``depth`` over the candidates, exactly.
+
+Owns the choice between the HNSW index and the exact scan per indexed range (a cost model),
+the int8 scan with its exact rescore and certificate, the float32 fallback, and the dense
+pass that windows and thread context need. Bulk scoring is ``vector_batch``. It must never
+import the other legs, fusion, the planner or the store.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mempp.kernels import TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact
+from mempp.kernels.int8dot import Int8Query
+from mempp.storage import Snapshot
+
+from .candidates import date_bounds
+from .options import QueryOptions, context_scale
+
+RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
+KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
+
+
+def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None = None) -> np.ndarray:
+    """Top ``depth`` doc ids by cosine over the candidates, exactly.
+
+    A document with extra window vectors scores as its best window; with thread context
+    each score is lifted by its neighbours'. Both need every candidate's score (a dense
+    pass). Otherwise a heap keeps the best ``depth`` during the scan, and segments with an
+    int8 copy are scanned through it: the best ``RESCORE x depth`` rows by approximate score
+    are rescored exactly, and the result is certified against the int8 error bound (a row
+    left out could not have entered the top ``depth``) or the scan is redone in float32.
+    ``info`` receives how the leg ran.
+
+    ``mask`` must be ``candidate_mask(snap, opt)`` or hold fewer documents: the int8 scan reads
+    only the rows dated inside ``date_bounds(opt)``.
+    """
+    depth = opt.depth
+    if (opt.context and snap.has_threads) or snap.has_windows:
+        if info is not None:
+            info["method"] = "exact masked scan" + (" (best window)" if snap.has_windows else "")
+        return _dense_vector_leg(snap, query, mask, opt)
+    segments = snap.segments
+    ann_used: list[str] = []
+    ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
+    ann = [a for a in getattr(snap, "ann", ()) if a.index is not None] if opt.ann != "exact" else []
+    if ann:
+        covered = np.zeros(len(segments), dtype=bool)
+        for a in ann:
+            lo, hi = a.first, a.first + a.n
+            n_cand = int(np.count_nonzero(mask[lo:hi]))
+            if n_cand == 0:
+                continue
+            want = ann_request(depth, n_cand, a.n)
+            if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+                continue
+            labels, _ = a.knn(query, want, ef=max(want, ANN_EF_MIN))
+            hits = np.sort(labels[mask[labels].view(bool)])
+            if len(hits) < min(depth, n_cand):
+                continue  # the filter left too few: scan this range exactly
+            ann_hits.append((hits, _rescore(snap, hits, query)))
+            for i, e in enumerate(segments):
+                if lo <= e.base and e.base + e.segment.n <= hi:
+                    covered[i] = True
+            ann_used.append(f"{n_cand}/{a.n} candidates, k={want}")
+        segments = [e for i, e in enumerate(segments) if not covered[i]]
+
+    def start() -> TopK:  # a heap holding the ANN ranges' (exactly rescored) results
+        heap = TopK(depth, dtype=np.float32)
+        for hits, scores in ann_hits:
+            heap.n = heap_push_many(heap.scores, heap.ids, heap.n, depth, scores, hits)
+        return heap
+
+    exact = start()
+    quant = [e for e in segments if e.q8 is not None]
+    for entry in segments:
+        if entry.q8 is None:
+            exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
+    if quant:
+        # Keep enough rows that the gap between the depth-th score and the kept floor exceeds the
+        # rounding bound: the gap shrinks as candidates grow (more near-ties at the top).
+        keep = int8_keep(depth, int(np.count_nonzero(mask)))
+        approx = TopK(keep, dtype=np.float32)
+        prepared = Int8Query(query)
+        lo, hi = date_bounds(opt)
+        spans = [e.q8_span(lo, hi) for e in quant]
+        for entry, span in zip(quant, spans):
+            approx.n = prepared.scan(
+                entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n, entry.q8_order, span
+            )
+        full = approx.n == keep
+        floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
+        ids = np.sort(approx.ids[: approx.n])
+        exact_scores = _rescore(snap, ids, query)
+        exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
+        certified, band = True, 0
+        if full and exact.n:
+            eps = max(prepared.error_bound(e.q8_stats()) for e in quant)
+            worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
+            # A row not kept has approximate <= floor, so exact <= floor + eps.
+            certified = floor + eps < worst_kept
+            if not certified and worst_kept > -np.inf:
+                # Rows that could still beat the depth-th exact score have approximate >= worst_kept - eps:
+                # collect them all in a second int8 pass and rescore them exactly.
+                out = np.empty(max(4 * keep, 4096), dtype=np.int64)
+                n_out = 0
+                for entry, span in zip(quant, spans):
+                    n_out = prepared.above(
+                        entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, worst_kept - eps, out, n_out, entry.q8_order, span
+                    )
+                    if n_out < 0:
+                        break
+                if n_out >= 0:
+                    more = np.setdiff1d(out[:n_out], ids)  # sorted; the kept rows are in the heap already
+                    exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, _rescore(snap, more, query), more)
+                    certified, band = True, len(more)
+        if not certified:
+            exact = start()
+            for entry in segments:
+                exact.n = masked_dot_topk(entry.segment.embeddings, query, mask, entry.base, depth, exact.scores, exact.ids, exact.n)
+        if info is not None and band:
+            info["band_rows"] = band
+        method = "int8 scan, exact rescore" + (", then the rows within the error bound" if band else "") + (
+            "" if certified else ", not certified: exact rescan"
+        )
+    else:
+        method = "exact masked scan" if segments else ""
+    if info is not None:
+        info["method"] = "; ".join([f"hnsw ({u})" for u in ann_used] + ([method] if method else []))
+    return exact.result()[0]
+
+
+# Cost model of the ANN choice, measured on the 2-core development machine (`mempp bench
+# --clustered --ann`, bench/README.md): the int8 masked scan costs about 1 ns per document of a
+# range plus 30 ns per candidate; an HNSW search (384-d, M 16) about 60 us plus 7 us per
+# requested neighbour (ef = k), rescoring included. Measured with M 16; with M 32 (the default since
+# the 1M recall runs) a search costs more, and the constants were not measured again.
+EXACT_NS_PER_DOC, EXACT_NS_PER_CANDIDATE = 1.0, 30.0
+ANN_US_BASE, ANN_US_PER_RESULT = 60.0, 7.0
+ANN_EF_MIN = 64
+ANN_OVERSAMPLE = 3.0  # 1.5 gave recall@10 0.938 at 1M clustered (10-50% candidates); 3.0 gave 0.955
+
+
+def int8_keep(depth: int, n_cand: int) -> int:
+    """Rows a single query's int8 scan keeps for exact rescoring (see :func:`vector_leg`)."""
+    return max(RESCORE * depth, depth + 100, n_cand // KEEP_PER_CANDIDATES)
+
+
+def exact_cost_ms(n_docs: int, n_cand: int) -> float:
+    return (EXACT_NS_PER_DOC * n_docs + EXACT_NS_PER_CANDIDATE * n_cand) / 1e6
+
+
+def ann_cost_ms(k: int) -> float:
+    return (ANN_US_BASE + ANN_US_PER_RESULT * k) / 1e3
+
+
+def ann_request(depth: int, n_cand: int, n_docs: int) -> int:
+    """Neighbours to ask for so that about ``depth`` of them pass a filter keeping ``n_cand`` of ``n_docs``."""
+    share = max(n_cand / max(n_docs, 1), 1e-9)
+    return int(min(n_docs, math.ceil(depth / share * ANN_OVERSAMPLE) + 10))
+
+
+def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Exact float32 scores of sorted global ``ids``, with the scan's own kernel."""
+    out = np.empty(len(ids), dtype=np.float32)
+    starts = np.searchsorted(ids, [e.base for e in snap.segments] + [snap.n_docs])
+    for i, entry in enumerate(snap.segments):
+        a, b = starts[i], starts[i + 1]
+        if b > a:
+            rescore_exact(entry.segment.embeddings, ids[a:b] - entry.base, query, out[a:b])
+    return out
+
+
+def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
+    depth = opt.depth
+    dense = np.zeros(snap.n_docs, dtype=np.float32)
+    for entry in snap.segments:
+        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+        if entry.window_rows is not None:
+            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
+    mu, sigma = candidate_moments(dense, mask)
+    cands = np.flatnonzero(mask).astype(np.int64)
+    prev, nxt = snap.thread_links
+    out_ids = np.empty(depth, dtype=np.int64)
+    betas = np.asarray(opt.context if snap.has_threads else (), dtype=np.float64)
+    got = context_topk(
+        dense, mu, sigma, cands, len(cands), prev, nxt, betas,
+        context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
+    )
+    return out_ids[:got]

@@ -1,0 +1,85 @@
+"""Time travel by transaction time: which committed version ``Store.open(version=, as_known_at=)``
+opens, and the list of versions.
+
+Every version ever committed can be opened. In a format-2 store a version is the current units
+cut at that version's counts (its history entry; ``storage/snapshot.py``), so merges and the
+removal of merged-away files take nothing from it. A format-1 store (written before) keeps one
+manifest per version, which is read as it is.
+
+Owns: resolving ``version`` / ``as_known_at``; ``Store.versions()``. Must never write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mempp.storage import Entry, State, StoreError, read_legacy_version
+
+from .dates import from_us, to_us
+from .errors import ValidationError
+
+
+def pinned(path: Path, current: State | None, version: Any, as_known_at: Any) -> tuple[State, Entry | None]:
+    """(state, cut) to open for ``version`` or ``as_known_at``: the cut is the history entry of the
+    version asked for (None when it is the current one, or when a format-1 store's own manifest
+    of that version is returned as the state)."""
+    if version is not None and as_known_at is not None:
+        raise ValidationError("give version or as_known_at, not both", field="as_known_at")
+    history = current.history(path) if current is not None else []
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+            raise ValidationError(f"expected an integer, got {version!r}", field="version")
+        match = [e for e in history if e.version == int(version)]
+        if not match:
+            raise StoreError(f"{path}: no committed version {version}")
+        entry = match[0]
+    else:
+        at = _date_arg(as_known_at, "as_known_at")
+        known = [e for e in history if to_us(e.committed_at) <= at]
+        if not known:
+            first = history[0].committed_at if history else None
+            raise StoreError(
+                f"{path}: no version was committed at or before {from_us(at).isoformat()}"
+                + (f" (the first was committed at {first})" if first else " (the store has no commit)")
+            )
+        entry = known[-1]
+    if entry.version == current.version:
+        return current, None
+    if current.format == 1:
+        return read_legacy_version(path, entry.version), None
+    return current, entry
+
+
+def _date_arg(value: Any, field: str) -> int:
+    try:
+        return to_us(value, end_of_day=True)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValidationError(f"cannot parse {value!r} as an ISO 8601 date ({exc})", field=field) from None
+
+
+class VersionsMixin:
+    """``Store.versions()`` (mixed into the Store)."""
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Committed versions, oldest first, through the one this Store has open:
+        ``{"version", "committed_at", "docs" (added by it), "supersessions" (whether it recorded any),
+        "kind" ("add", "supersede", "ann", "merge")}``."""
+        snap = self._snap
+        state = snap.state
+        if state is None:
+            return []
+        out = []
+        prev_sup = 0
+        for e in state.history(self.path):
+            if e.version > snap.version:
+                break
+            if state.format == 1:  # format 1 records no supersession counts: the commit's files tell
+                sup = any(u.lo == e.version and "sup" in u.files for u in state.units)
+            else:
+                sup = (e.n_sup or 0) > prev_sup
+                prev_sup = e.n_sup or 0
+            out.append({"version": e.version, "committed_at": e.committed_at, "docs": e.added, "supersessions": sup, "kind": e.kind})
+        return out

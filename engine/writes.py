@@ -1,0 +1,857 @@
+"""The write path of a :class:`~mempp.Store`: documents checked, matched against what is stored,
+embedded and committed; supersessions; ANN indexes; merging of segments.
+
+Concurrent ``add`` calls of one process coalesce into one commit (group commit): each call
+checks and embeds its own documents in its own thread, queues them, and the first caller to
+take the writer's turn commits everything queued by then; every call returns once its own
+documents are durable (or raises its own error: a record one call gets wrong fails that call
+alone). Segments are merged by the policy of ``storage/merge.py``, in a background thread of
+the writer's process (``Store.open(merge="background")``, the default) or when asked
+(:meth:`WritePath.merge`); a merge is published as a new version like any commit.
+
+Owns: every change to a store. Must never rank or answer queries.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import gc
+import itertools
+import os
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from mempp.kernels import quantize_rows
+from mempp.storage import FOREVER, NAT, CommitBatch, Snapshot, StoreError, StoreWriteError, clean_strays, commit, new_meta, now_us
+from mempp.storage.analyzer import joined_ascii, tokenize
+from mempp.storage.ann import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
+from mempp.storage.ann import build as ann_build
+from mempp.storage.ann import to_bytes as ann_bytes
+from mempp.storage.manifest import State, Unit
+from mempp.storage.merge import merged_unit, next_merge, publish_merge
+from mempp.storage.writer import guarded
+
+from .dates import iso, to_us
+from .errors import DocumentNotFound, ValidationError
+from .ingest import Deferred, NewRows, Plain, Row, prepare_batch, record_fingerprints
+
+# A batch of at least this many records is checked, fingerprinted, tokenized and normalized in
+# threads at once (Store._add); smaller ones take the plain path (threads would not pay) and
+# coalesce with other threads' adds into one commit.
+BIG_BATCH = 2000
+
+
+def _one_writer_thread(method):
+    """Serialize a write method across the threads sharing one Store (readers are not blocked)."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._write_mutex:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+class _CyclicGCPaused:
+    """Pause the cyclic garbage collector while a write builds its batch.
+
+    Checking and committing a batch allocates a few container objects per document (rows,
+    index entries), which sets off hundreds of collections that walk every live object:
+    0.3 to 0.6 s for 50,000 documents, a fifth of the ingest. Reference counting still frees
+    everything at once; cycles wait until the write ends. Only the collector's state as
+    found is restored, so nested or concurrent pauses leave it enabled as before.
+    """
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self.was:
+            gc.enable()
+
+
+
+class _Ticket:
+    """One ``add`` call's checked documents, waiting for a commit (group commit)."""
+
+    __slots__ = ("rows", "supplied", "windows", "progress", "result", "error", "done")
+
+    def __init__(self, rows, supplied, windows, progress):
+        self.rows, self.supplied, self.windows, self.progress = rows, supplied, windows, progress
+        self.result: list[int | None] | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class WritePath:
+    """Writes of a :class:`~mempp.Store` (mixed into it)."""
+
+    def add(
+        self,
+        docs: Iterable[dict | Any],
+        embeddings: Any = None,
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[int | None]:
+        """Add documents as one commit; when it returns the batch is committed and durable.
+
+        Returns one entry per input: the new doc id; the existing doc id for a re-ingest (same
+        author and whitespace-normalized text as a stored row that is still active, or that has
+        the same key and date); ``None`` for an empty or whitespace-only text.
+        A key that matches an active document with other text stores a new version and records
+        a supersession of the old one, effective at the new document's date. A ``supersedes``
+        field (a key or list of keys) records the same for other documents.
+        ``docs`` is an iterable of records (dicts or :class:`mempp.Document`); a single dict is
+        refused (wrap it in a list). Calls from several threads coalesce into one commit.
+        ``batch_size``: texts per embedder call; ``progress(n)``: called as documents are embedded.
+        """
+        if isinstance(docs, (dict, str, bytes)):
+            raise ValidationError(
+                f"expected an iterable of records (a list of dicts), got a single {type(docs).__name__}; wrap it in a list",
+                field="docs",
+            )
+        with _CyclicGCPaused():
+            docs = list(docs)
+            if len(docs) >= BIG_BATCH:
+                with self._write_mutex:
+                    return self._add(docs, embeddings, batch_size, progress)
+            return self._add_grouped(docs, embeddings, batch_size, progress)
+
+    def _add_grouped(self, docs: list, embeddings, batch_size, progress) -> list[int | None]:
+        self._check_writable()
+        rows, supplied = prepare_batch(docs, embeddings, self.dim)
+        windows = None
+        if supplied is None and any(r is not None for r in rows):
+            supplied, windows = self._embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
+            progress = None
+        ticket = _Ticket(rows, supplied, windows, progress)
+        with self._queue_lock:
+            self._queue.append(ticket)
+        with self._write_mutex:
+            if not ticket.done:
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._commit_group(group)
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result
+
+    def _embed_rows(self, rows: list[Row | None], batch_size: int, progress) -> tuple[np.ndarray, tuple | None]:
+        """Embeddings (one per record; zero for a skipped one) and window vectors of ``rows``, by the store's embedder."""
+        records = [i for i, r in enumerate(rows) if r is not None]
+        texts = [self._render(rows[i]) for i in records]
+        emb = np.zeros((len(rows), self.dim), dtype=np.float32)
+        emb[records] = self.embedder.embed(texts, batch_size=batch_size, progress=progress)
+        windows = None
+        if self.index.window_stride and hasattr(self.embedder, "embed_windows"):
+            win_emb, owner = self.embedder.embed_windows(texts, self.index.window_stride, batch_size=batch_size)
+            windows = (np.asarray(records, dtype=np.int64)[owner], win_emb)
+        return emb, windows
+
+    def _render(self, row: Row) -> str:
+        return self.index.render(
+            row.text, author=row.author, date=(iso(row.date) or "")[:10], thread=row.thread, channel=row.channel, source=row.source
+        )
+
+    def _commit_group(self, group: list[_Ticket]) -> None:
+        """Commit the queued ``add`` calls of ``group`` as one version (the caller holds the write mutex)."""
+        try:
+            self._check_writable()
+            self._begin_write()
+        except BaseException as exc:
+            for t in group:
+                t.error, t.done = exc, True
+            return
+        pending = list(group)
+        while pending:
+            offsets = np.cumsum([0] + [len(t.rows) for t in pending])
+            rows: list[Row | None] = []
+            for t, off in zip(pending, offsets):
+                rows.extend(r if r is None or off == 0 else replace(r, record=r.record + int(off)) for r in t.rows)
+            supplied = np.concatenate([t.supplied if t.supplied is not None else np.zeros((len(t.rows), self.dim), np.float32) for t in pending])
+            wins = [(w[0] + off, w[1]) for t, off in zip(pending, offsets) if (w := t.windows) is not None and len(w[0])]
+            windows = (np.concatenate([w[0] for w in wins]), np.concatenate([w[1] for w in wins])) if wins else None
+            try:
+                results, batch = self._add_rows(rows, supplied, 32, None, None, windows=windows)
+            except ValidationError as exc:
+                if exc.record is None:
+                    raise
+                i = int(np.searchsorted(offsets, exc.record, side="right")) - 1  # the call whose record it is
+                bad = pending.pop(i)
+                bad.error = ValidationError(exc.message, field=exc.field, record=exc.record - int(offsets[i]), key=exc.key)
+                bad.done = True
+                continue
+            except BaseException as exc:
+                for t in pending:
+                    t.error, t.done = exc, True
+                return
+            try:
+                for t in pending:
+                    if t.progress is not None:
+                        t.progress(sum(r is not None for r in t.rows))
+                self._commit_rows(results, batch)
+            except BaseException as exc:
+                for t in pending:
+                    t.error, t.done = exc, True
+                return
+            for t, off in zip(pending, offsets):
+                t.result, t.done = results[off : off + len(t.rows)], True
+            return
+
+    def _commit_rows(self, results: list[int | None], batch: CommitBatch | None) -> list[int | None]:
+        if batch is not None:
+            self._commit(batch)
+        return results
+
+    def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
+        self._check_writable()
+        docs = list(docs)
+        early = _record_texts(docs) if len(docs) >= BIG_BATCH else None
+        if early is None:
+            rows, supplied = prepare_batch(docs, embeddings, self.dim)
+            prepared = [r.text for r in rows if r is not None]
+            if len(prepared) < BIG_BATCH:
+                self._begin_write()
+                return self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None))
+        # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
+        # the rows are checked and matched against the store here; used if every row turns out
+        # new. When every record is a dict with a string text, the texts are known before they
+        # are checked, so tokenizing starts at once (a record found empty has no tokens and is
+        # dropped from the counts after the check; a rejected batch just drops the result).
+        pool = ThreadPoolExecutor(max_workers=1)  # the texts' work, in order
+        vectors = ThreadPoolExecutor(max_workers=1) if early is not None else pool  # the embeddings'
+        try:
+            if early is not None:
+                # Aside too, while the records are checked here: their tokens, then their
+                # fingerprints, and the embeddings' normalization (compiled, releasing the GIL);
+                # the texts' bytes are joined once for the first two. The fingerprints are queued
+                # last: a batch checked column by column (quicker than the normalization it waits
+                # for) computes them on this thread if the pool has not started them.
+                ascii = pool.submit(joined_ascii, early)
+                all_tokens = pool.submit(lambda: tokenize(early, ascii.result()))
+                fps = Deferred(pool, record_fingerprints, docs, early, ascii)
+                # A batch of plain records is checked column by column (ingest.check_plain).
+                rows, supplied = prepare_batch(docs, embeddings, self.dim, vectors, fps, texts=early)
+                if isinstance(rows, Plain):
+                    kept = np.zeros(rows.n_records, dtype=np.bool_)
+                    kept[rows.records] = True
+                    texts = lambda p=rows: p.texts  # noqa: E731
+                else:
+                    kept = np.fromiter((r is not None for r in rows), dtype=np.bool_, count=len(rows))
+                    texts = lambda rs=rows: [r.text for r in rs if r is not None]  # noqa: E731
+                tokens = (int(kept.sum()), pool.submit(_tokens_of_rows, all_tokens, kept, texts))
+            else:
+                tokens = (len(prepared), pool.submit(tokenize, prepared))
+            quantized = None
+            if supplied is not None and len(supplied) and self.index.vector_copy == "int8":
+                # the int8 copy of every record's embedding, used if every record is a new row
+                quantized = vectors.submit(_quantized, supplied)
+            self._begin_write()
+            out = self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized))
+        except BaseException:
+            for p in {pool, vectors}:
+                p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
+            raise
+        for p in {pool, vectors}:
+            p.shutdown()
+        return out
+
+    def _add_rows(
+        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None, windows=None
+    ) -> tuple[list[int | None], CommitBatch | None]:
+        """The results of adding the checked ``rows`` (or a :class:`Plain` batch, its fingerprints
+        set) to the current version, and the commit that adds them (None when nothing is new).
+        ``windows``: (record, vector) of the rows' extra window vectors, when ``supplied`` was made
+        by the store's own embedder. Call with the writer's state held (``_begin_write``)."""
+        snap = self._snap
+        ingested = now_us()
+        if isinstance(rows, Plain):
+            fp_list = rows.fingerprints
+            if len(set(fp_list)) == len(fp_list) and not self._fps.contains(np.asarray(fp_list, dtype=np.uint64)).any():
+                # No row can re-ingest a stored one or another of the batch, and with no ids none
+                # supersedes: every row is new, as the loop below would find one row at a time.
+                ids: list[int | None] = [None] * rows.n_records
+                for rec, doc_id in zip(rows.records, range(snap.n_docs, snap.n_docs + len(rows.records))):
+                    ids[rec] = doc_id
+                if rows.records:
+                    if tokens is not None:
+                        tokens = tokens[1]
+                    batch = self._build_batch(
+                        rows.new_rows(), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized
+                    )
+                    return ids, batch
+                return ids, None
+            rows = rows.rows()  # some may be re-ingests: row by row
+        next_id = snap.n_docs
+        results: list[int | None] = []
+        new_rows: list[Row] = []
+        batch_keys: dict[str, int] = {}
+        batch_fps: dict[int, list[tuple[int, str | None]]] = {}
+        batch_dates: dict[int, int | None] = {}
+        retired: set[int] = set()  # superseded by this batch
+        sups: list[tuple[int, int, int, int]] = []
+
+        def active(doc: int) -> bool:
+            return doc not in retired and (doc >= snap.n_docs or snap.valid_until[doc] == FOREVER)
+
+        fps = np.fromiter((r.fingerprint for r in rows if r is not None), dtype=np.uint64)
+        stored_fps = set(fps[self._fps.contains(fps)].tolist())  # the batch's fingerprints some stored row has
+        for row in rows:
+            if row is None:
+                results.append(None)
+                continue
+            in_batch = batch_fps.get(row.fingerprint)
+            if in_batch is not None or row.fingerprint in stored_fps:  # else no row can be the same document
+                dup = self._duplicate(row, in_batch or [], batch_dates, active)
+                if dup is not None:
+                    results.append(dup)
+                    continue
+            doc_id = next_id
+            next_id += 1
+            effective = row.date if row.date is not None else ingested
+            if row.key is not None:
+                prev = batch_keys.get(row.key)
+                if prev is None:
+                    prev = self._active(row.key)
+                if prev is not None and active(prev):
+                    sups.append((prev, doc_id, effective, ingested))
+                    retired.add(prev)
+                batch_keys[row.key] = doc_id
+            for target_key in row.supersedes:
+                target = batch_keys.get(target_key)
+                if target is None:
+                    target = self._active(target_key, latest=True)
+                if target is None:
+                    raise ValidationError(f"no document with id {target_key!r}", field="supersedes", record=row.record, key=row.key)
+                if target == doc_id:
+                    raise ValidationError("a document cannot supersede itself", field="supersedes", record=row.record, key=row.key)
+                sups.append((target, doc_id, effective, ingested))
+                retired.add(target)
+            batch_fps.setdefault(row.fingerprint, []).append((doc_id, row.key))
+            batch_dates[doc_id] = row.date
+            new_rows.append(row)
+            results.append(doc_id)
+
+        if new_rows or sups:
+            if tokens is not None:
+                tokens = tokens[1] if tokens[0] == len(new_rows) else None  # else some rows were re-ingests
+            batch = self._build_batch(
+                NewRows.of(new_rows), snap.n_docs, ingested, sups, batch_size, progress, supplied, tokens, quantized, windows
+            )
+            return results, batch
+        return results, None
+
+    def supersede(self, old: str | int, new: str | int, effective: Any = None, *, backdate: bool = False) -> None:
+        """Record that ``new`` replaces ``old`` from ``effective`` on (default: ``new``'s date).
+
+        ``old`` and ``new`` are keys (the active version) or doc ids. Nothing is deleted:
+        ``old`` stays the answer for questions as of dates before ``effective``.
+
+        Refused (``ValidationError``, nothing written), so that a record never loses every
+        version where it had one:
+        - ``new`` is itself superseded at or before ``effective`` (a cycle, or a replacement
+          already replaced): from then on neither would be valid;
+        - ``effective`` is before ``old``'s own date (``old`` would never have been valid) or
+          before ``new``'s (neither would be valid in between), unless ``backdate=True``.
+        A mistaken supersession is corrected by adding a new version, never by deleting one.
+        """
+        self._supersede([(old, new, effective)], many=False, backdate=backdate)
+
+    def supersede_many(self, events: Iterable[tuple], *, backdate: bool = False) -> None:
+        """Record many supersessions ``(old, new[, effective])`` as one commit (all or none).
+
+        Each event as in :meth:`supersede` (checked against the ones before it in the same
+        call); the first bad one raises a ``ValidationError`` naming its index (``record``) and
+        nothing is written.
+        """
+        self._supersede(events, many=True, backdate=backdate)
+
+    @_one_writer_thread
+    def _supersede(self, events: Iterable[tuple], many: bool, backdate: bool = False) -> None:
+        self._check_writable()
+        self._begin_write()
+        recorded = now_us()
+        out = []
+        snap = self._snap
+        ends: dict[int, int] = {}  # validity ends set by this call's earlier events
+        for i, event in enumerate(events):
+            if not isinstance(event, (tuple, list)) or len(event) not in (2, 3):
+                raise ValidationError("expected (old, new) or (old, new, effective)", field="event", record=i)
+            old, new, effective = (*event, None) if len(event) == 2 else event
+            where = i if many else None
+            try:
+                old_id = self._resolve(old, "old")
+                new_id = self._resolve(new, "new")
+            except ValidationError as exc:
+                raise ValidationError(exc.message, field=exc.field, record=where) from None
+            except DocumentNotFound as exc:
+                raise DocumentNotFound(f"event {i}: {exc}" if many else str(exc)) from None
+            if old_id == new_id:
+                raise ValidationError("a document cannot supersede itself", field="new", record=where)
+            old_date, new_date = int(snap.dates[old_id]), int(snap.dates[new_id])
+            if effective is None:
+                eff = new_date if new_date != NAT else recorded
+            else:
+                try:
+                    eff = to_us(effective)
+                except (ValueError, TypeError, OverflowError) as exc:
+                    raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective", record=where) from None
+            new_end = min(int(snap.valid_until[new_id]), ends.get(new_id, FOREVER))
+            if new_end <= eff:
+                raise ValidationError(
+                    f"{new!r} is itself superseded from {iso(new_end)}, so it cannot replace {old!r} from {iso(eff)}: "
+                    "neither would be valid from then on (to correct a supersession, add a new version)",
+                    field="new", record=where,
+                )
+            if not backdate:
+                for name, when, field in ((old, old_date, "old"), (new, new_date, "new")):
+                    if when != NAT and eff < when:
+                        raise ValidationError(
+                            f"effective {iso(eff)} is before {name!r}'s own date {iso(when)}: "
+                            + ("it would never have been valid" if field == "old" else "neither would be valid in between")
+                            + "; pass backdate=True if that is meant",
+                            field="effective", record=where,
+                        )
+            ends[old_id] = min(ends.get(old_id, FOREVER), eff)
+            out.append((old_id, new_id, eff, recorded))
+        if out:
+            self._commit(CommitBatch(supersessions=out))
+
+    @_one_writer_thread
+    def build_ann(
+        self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
+    ) -> dict | None:
+        """Index the committed documents no ANN index covers yet (HNSW), if there are ``min_docs``.
+
+        The index is built aside from the embeddings already committed (queries go on, on
+        the exact scan), written and checksummed like every store file, and published as a
+        new version; readers load it in the background after checking its checksum. Documents
+        added later are scanned exactly until the next ``build_ann``. The vector leg then
+        chooses, per query and index, between the index (oversampled, post-filtered, rescored
+        exactly) and the exact scan, by a cost model (``planner.ann_cost_ms``). Returns
+        ``{"first", "n", "seconds"}`` or None when there was too little to index.
+        """
+        self._check_writable()
+        self._begin_write()
+        snap = self._snap
+        first = max((a.first + a.n for a in snap.ann), default=0)
+        n = snap.n_docs - first
+        if n <= 0 or n < min_docs:
+            return None
+        t = time.perf_counter()
+        rows = [e.segment.embeddings[max(0, first - e.base) :] for e in snap.segments if e.base + e.segment.n > first]
+        index = ann_build(rows, first, m=m, ef_construction=ef_construction, threads=threads)
+        data = ann_bytes(index, self.path / f".ann-build.tmp-{os.getpid()}")
+        params = {"space": "ip", "M": int(m), "ef_construction": int(ef_construction)}
+        self._commit(CommitBatch(ann=(first, n, params, data)))
+        return {"first": first, "n": n, "seconds": round(time.perf_counter() - t, 2)}
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only")
+        if self._broken is not None:
+            raise StoreWriteError(f"{self.path}: writes refused after a failed fsync ({self._broken}); reopen the store", broken=True)
+        if self._snap.skipped:
+            raise StoreError(f"{self.path}: opened with damaged files skipped ({', '.join(self._snap.skipped)}); read-only")
+
+    def _begin_write(self) -> None:
+        """Take the writer lock and build on the newest committed version.
+
+        The first write of this Store reads the newest version from disk and removes what a crashed
+        or failed writer left behind; later writes build on this Store's own last commit (no other
+        process can commit while the lock is held), except after a failed write, which may have
+        published its version before it failed: then the newest is read again."""
+        if not self._lock.held or self._stale:
+            self._lock.acquire(self._lock_timeout)
+            self.refresh()
+            guarded(self.path, lambda: clean_strays(self.path, self._snap.state))
+            self._stale = False
+        self._index_keys()
+
+    def _base_state(self) -> State:
+        """The state a commit builds on: the current one (a format-1 store's rewritten as format 2
+        first: its units and history with the counts format 2 records), or a new store's."""
+        state = self._snap.state
+        if state is None:
+            return State.empty(new_meta(self.dim, self._embedder_info, self._analyzer.to_json(), self.index.to_json()))
+        if state.format == 1:
+            return _upgraded(state, self._snap)
+        return state
+
+    def _commit(self, batch: CommitBatch) -> None:
+        try:
+            state = commit(self.path, self._base_state(), batch)
+        except BaseException as exc:
+            self._stale = True
+            if isinstance(exc, StoreWriteError) and exc.broken:
+                self._broken = str(exc)
+            raise
+        self._publish(state)
+        if self._merge_mode == "background":
+            self._merges.poke()
+
+    def _publish(self, state: State) -> None:
+        """Move to ``state``, just committed by this process (its files verified as written)."""
+        new = [u for u in state.units if u.hi == state.version] + [a for a in state.anns if a.version == state.version]
+        written = [(f.name, f.xxh3) for u in new for f in (u.files.values() if isinstance(u, Unit) else [u.file])]
+        with self._state:
+            self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written)
+            self._index_keys()
+
+    # --- merging ---------------------------------------------------------------------------------
+    def merge(self, *, force: bool = False) -> dict:
+        """Merge segments now, as the merge policy asks (``storage/merge.py``), until it asks for
+        no more; ``force``: join every run of segments an ANN index does not separate into one.
+
+        Each merge is published as a new version (readers see no change but fewer segments: the
+        same documents, ids and scores; every earlier version still opens). Returns
+        ``{"merges", "segments", "seconds"}``. A store opened with ``merge="background"`` (the
+        default) does this after each commit in a thread of its own.
+        """
+        self._check_writable()
+        t = time.perf_counter()
+        done = 0
+        with self._merge_lock:
+            with self._write_mutex:
+                self._begin_write()
+            while True:
+                cand = self._merge_candidate(force)
+                if cand is None:
+                    break
+                self._merge_one(*cand)
+                done += 1
+        return {"merges": done, "segments": len(self._snap.segments), "seconds": round(time.perf_counter() - t, 3)}
+
+    def _merge_candidate(self, force: bool) -> tuple | None:
+        snap = self._snap
+        state = snap.state
+        if state is None or state.format == 1:
+            return None
+        if force:
+            from mempp.storage.merge import barriers
+
+            bars = barriers(state)
+            i = 0
+            while i < len(state.units):
+                j = i + 1
+                while j < len(state.units) and not bars[j - 1]:
+                    j += 1
+                if j - i >= 2:
+                    return snap, state.units[i:j]
+                i = j
+            return None
+        cand = next_merge(state)
+        return None if cand is None else (snap, state.units[cand.start : cand.stop])
+
+    def _merge_one(self, snap: Snapshot, units: list[Unit]) -> None:
+        """Write the join of ``units`` (as ``snap`` maps them) aside, then publish it under the write mutex."""
+        try:
+            unit = guarded(self.path, lambda: merged_unit(self.path, snap, units))
+        except BaseException as exc:
+            if isinstance(exc, StoreWriteError) and exc.broken:
+                self._broken = str(exc)
+            raise
+        with self._write_mutex:
+            t0 = time.perf_counter()
+            self._check_writable()
+            try:
+                state = guarded(self.path, lambda: publish_merge(self.path, self._snap.state, units, unit))
+            except BaseException as exc:
+                self._stale = True
+                if isinstance(exc, StoreWriteError) and exc.broken:
+                    self._broken = str(exc)
+                raise
+            self._publish(state)
+            # The replaced files (and version files before the last checkpoint) are no longer named:
+            # removed now if possible (the merge is durable either way; the next writer removes what is left).
+            try:
+                clean_strays(self.path, state)
+            except OSError:
+                pass
+            self._merges.publishes.append((t0, time.perf_counter()))
+
+    def _close_writes(self) -> None:
+        self._merges.stop()
+        if self._lock.held and self._broken is None and not self.read_only:
+            try:
+                with self._write_mutex:
+                    clean_strays(self.path, self._snap.state)
+            except OSError:
+                pass
+
+
+    def _build_batch(
+        self, rows: NewRows, first: int, ingested: int, sups, batch_size: int, progress, supplied: np.ndarray | None = None,
+        tokens=None, quantized_all=None, windows=None,
+    ) -> CommitBatch:
+        """The commit of ``rows``; ``supplied``: the checked embeddings of the call's records, if given (row ``rows.records[i]``);
+        ``tokens``: a future of ``tokenize`` of the rows' texts, if one was started; ``quantized_all``: a
+        future of ``_quantized(supplied)``, if one was started; ``windows``: (record, vector) of extra
+        window vectors made with ``supplied`` by the store's embedder."""
+        n = len(rows)
+        if supplied is not None:
+            todo = []
+            if n == len(supplied):  # every record is a new row: the matrix is the batch's, as it is
+                emb = supplied
+            else:
+                emb = supplied[np.asarray(rows.records, dtype=np.int64)]
+                quantized_all = None
+        else:
+            emb = np.empty((n, self.dim), dtype=np.float32)
+            todo = list(range(n))  # no embeddings supplied: the embedder makes every row's
+        win_rows = win_emb = None
+        if windows is not None and len(windows[0]) and n:
+            pos = np.full(max(rows.records) + 1, -1, dtype=np.int64)
+            pos[np.asarray(rows.records, dtype=np.int64)] = np.arange(n)
+            at = pos[np.minimum(windows[0], len(pos) - 1)]
+            at[windows[0] >= len(pos)] = -1
+            keep = at >= 0
+            if keep.any():
+                win_rows, win_emb = at[keep], windows[1][keep]
+        if todo:
+            texts = [
+                self.index.render(
+                    rows.texts[i], author=rows.authors[i], date=(iso(rows.dates[i]) or "")[:10],
+                    thread=rows.threads[i], channel=rows.channels[i], source=rows.sources[i],
+                )
+                for i in todo
+            ]
+            emb[todo] = self.embedder.embed(texts, batch_size=batch_size, progress=progress)
+            if self.index.window_stride and hasattr(self.embedder, "embed_windows"):
+                win_emb, owner = self.embedder.embed_windows(texts, self.index.window_stride, batch_size=batch_size)
+                win_rows = np.asarray(todo, dtype=np.int64)[owner]
+        elif progress is not None and n:
+            progress(n)
+        term_ids = self._snap.term_ids
+        new_terms: dict[str, int] = {}
+        base_terms = self._snap.n_terms
+
+        def intern(term: str) -> int:
+            tid = term_ids.get(term)
+            if tid is None:
+                tid = new_terms.get(term)
+                if tid is None:
+                    tid = new_terms[term] = base_terms + len(new_terms)
+            return tid
+
+        if tokens is not None:
+            flat, lengths = self._analyzer.intern_tokens(tokens.result(), intern, term_ids)
+        else:
+            flat, lengths = self._analyzer.term_ids(rows.texts, intern)
+        columns = {
+            "doc_id": list(range(first, first + n)),
+            "key": rows.keys,
+            "text": rows.texts,
+            "author": rows.authors,
+            "date": rows.dates,
+            "ingested_at": [ingested] * n,
+            "thread": rows.threads,
+            "channel": rows.channels,
+            "source": rows.sources,
+            "meta": rows.metas,
+            "fingerprint": rows.fingerprints,
+            "length": lengths,
+        }
+        quantized = None
+        if n and self.index.vector_copy == "int8":
+            quantized = _quantized(emb) if quantized_all is None else quantized_all.result()
+        return CommitBatch(
+            columns=columns if n else None,
+            embeddings=emb,
+            quantized=quantized,
+            flat_terms=(flat, lengths),
+            new_terms=list(new_terms),
+            supersessions=sups,
+            window_rows=win_rows,
+            window_embeddings=win_emb,
+        )
+
+    def _index_keys(self) -> None:
+        """Extend the key and fingerprint indexes to every committed document."""
+        with self._state:
+            self._index_keys_locked()
+
+    def _index_keys_locked(self) -> None:
+        snap = self._snap
+        if self._indexed >= snap.n_docs:
+            return
+        for entry in snap.segments:
+            seg = entry.segment
+            if entry.base + seg.n <= self._indexed:
+                continue
+            first = max(self._indexed - entry.base, 0)
+            keys = seg.table.column("key")
+            if keys.null_count < seg.n:  # only rows with a key: their doc ids in order
+                has = np.flatnonzero(~keys.is_null().to_numpy()[first:]) + first
+                for row, key in zip(has.tolist(), keys.take(has).to_pylist()):
+                    self._keys.setdefault(key, []).append(entry.base + row)
+            fps = seg.table.column("fingerprint").to_numpy()  # uint64; one chunk: no copy
+            self._fps.extend(fps[first:], entry.base + first)
+        self._indexed = snap.n_docs
+
+    def _duplicate(self, row: Row, in_batch: list, batch_dates: dict[int, int | None], active) -> int | None:
+        """The stored document ``row`` re-ingests, if any.
+
+        Same author and whitespace-normalized text, and either the stored row is active
+        (DESIGN §1's rule; a key on both sides must be the same key) or it has the same key
+        and the same date (an exact replay of a superseded version, so re-adding a file never
+        brings an old decision back). Rows with different keys are different documents.
+        """
+        docs = self._fps.docs_of(row.fingerprint)
+        stored = list(zip(docs.tolist(), self._snap.keys_of(docs).to_pylist())) if len(docs) else []
+        for doc, key in reversed(stored + in_batch):
+            if key is not None and row.key is not None and key != row.key:
+                continue
+            if active(doc):
+                return doc
+            if key is not None and key == row.key:
+                when = batch_dates[doc] if doc in batch_dates else int(self._snap.dates[doc])
+                if (None if when == NAT else when) == row.date:
+                    return doc
+        return None
+
+    def _active(self, key: str, latest: bool = False) -> int | None:
+        """The active document with ``key`` (or, with ``latest``, the newest version if none is active)."""
+        docs = self._keys.get(key)
+        if not docs:
+            return None
+        for d in reversed(docs):
+            if self._snap.valid_until[d] == FOREVER:
+                return d
+        return docs[-1] if latest else None
+
+    def _resolve(self, ref: str | int, field: str) -> int:
+        self._index_keys()
+        if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
+            if 0 <= int(ref) < self._snap.n_docs:
+                return int(ref)
+            raise DocumentNotFound(f"no document with doc id {ref}")
+        if isinstance(ref, str):
+            doc = self._active(ref, latest=True)
+            if doc is None:
+                raise DocumentNotFound(f"no document with id {ref!r}")
+            return doc
+        raise ValidationError(f"expected a key (str) or doc id (int), got {type(ref).__name__}", field=field)
+
+
+class BackgroundMerges:
+    """The writer's merge thread: started when a commit leaves a merge due, it runs merges until
+    none is due, then ends; ``stop`` waits for the merge under way (never more than one)."""
+
+    def __init__(self, store: "WritePath") -> None:
+        self._ref = weakref.ref(store)  # no cycle: a closed Store's mappings go when it does
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.error: BaseException | None = None
+        self.done = 0
+        self.publishes: collections.deque = collections.deque(maxlen=1 << 16)  # (start, end) perf_counter of each publish
+
+    @property
+    def _store(self):
+        store = self._ref()
+        if store is None:
+            raise StoreError("the store is gone")
+        return store
+
+    def poke(self) -> None:
+        state = self._store._snap.state
+        if self._stopping or self.error is not None or state is None or next_merge(state) is None:
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._run, name="mempp-merge", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            store = self._store
+            while not self._stopping:
+                with store._merge_lock:
+                    cand = store._merge_candidate(False)
+                    if cand is None or self._stopping:
+                        return
+                    store._merge_one(*cand)
+                    self.done += 1
+        except BaseException as exc:  # noqa: BLE001 - kept for stats(); a failed fsync also stops writes (_broken)
+            self.error = exc
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until no merge is under way or due; True when so."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            t = self._thread
+            if t is not None:
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if t.is_alive():
+                    return False
+            state = self._store._snap.state
+            if self.error is not None or state is None or next_merge(state) is None:
+                return True
+            self.poke()
+            if self._thread is t:
+                return True
+
+    def stop(self) -> None:
+        self._stopping = True
+        t = self._thread
+        if t is not None:
+            t.join()
+
+
+def _upgraded(state: State, snap: Snapshot) -> State:
+    """A format-1 state as format 2: each unit and history entry with the counts format 2 records
+    (counted from the files ``snap`` loaded), so that time travel can cut the units at any version."""
+    units, counts = [], {}
+    n_sup = n_terms = length = 0
+    for u in state.units:
+        s = snap.unit_stats.get(u.stem, {"n_sup": 0, "n_terms": 0, "length": 0})
+        units.append(replace(u, first_sup=n_sup, n_sup=s["n_sup"], first_term=n_terms, n_terms=s["n_terms"], length=s["length"]))
+        n_sup, n_terms, length = n_sup + s["n_sup"], n_terms + s["n_terms"], length + s["length"]
+        counts[u.lo] = (n_sup, n_terms, length)
+    history, last = [], (0, 0, 0)
+    for e in state.recent:
+        last = counts.get(e.version, last)
+        history.append(replace(e, n_sup=last[0], n_terms=last[1], total_length=last[2]))
+    return replace(state, units=units, n_sup=n_sup, n_terms=n_terms, total_length=length, recent=history)
+
+
+def _quantized(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The int8 copy of ``emb`` and its row scales (``kernels.quantize_rows``)."""
+    out = (np.empty(emb.shape, dtype=np.int8), np.empty(len(emb), dtype=np.float32))
+    quantize_rows(emb, *out)
+    return out
+
+
+def _record_texts(docs: list) -> list[str] | None:
+    """Each record's text, when every record is a dict whose text is a string (else None)."""
+    if not all(type(d) is dict for d in docs):
+        return None
+    texts = list(map(dict.get, docs, itertools.repeat("text")))
+    return texts if all(type(t) is str for t in texts) else None
+
+
+def _tokens_of_rows(all_tokens, keep: np.ndarray, texts: Callable[[], list[str]]) -> tuple:
+    """``tokenize`` of the kept rows' texts, from ``all_tokens`` (a future of ``tokenize`` of every
+    record's text; ``keep``: which records are rows): a record left out (empty or whitespace-only
+    text) has no tokens, so only its count goes; should one have any, ``texts()`` (the rows' texts)
+    are tokenized again."""
+    tok, counts, words = all_tokens.result()
+    if keep.all():
+        return tok, counts, words
+    if counts[~keep].any():
+        return tokenize(texts())
+    return tok, counts[keep], words
+
+

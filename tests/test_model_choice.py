@@ -99,7 +99,7 @@ def test_model_record_and_mismatch_without_loading(tmp_path):
                                          "model_sha256": BGE_SMALL.model_sha256}
         assert s._embedder is None  # named models load on first use
     manifest = json.loads((tmp_path / "bge" / "manifests" / "00000001.json").read_text())
-    assert manifest["embedder"]["model_sha256"] == BGE_SMALL.model_sha256
+    assert manifest["meta"]["embedder"]["model_sha256"] == BGE_SMALL.model_sha256
     for other in ("minilm", "all-MiniLM-L6-v2", mempp.HashEmbedder(384)):
         with pytest.raises(mempp.EmbedderError, match="built with bge-small-en-v1.5"):
             mempp.Store.open(tmp_path / "bge", embedder=other)

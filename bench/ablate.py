@@ -13,8 +13,11 @@ import json
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Sequence
 
+
+from mempp.embedder import EMBEDDER_CHOICES
 
 from .embcache import CachingEmbedder
 from .evaluate import EvalConfig, evaluate, make_embedder, preset
@@ -65,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--docs", required=True)
     p.add_argument("--questions", required=True)
     p.add_argument("--k", type=int, action="append", default=None)
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=EvalConfig.embedder)
     p.add_argument("--only", action="append", default=None, help="run only configurations whose name contains this")
     p.add_argument("--ksweep", action="store_true", help="also the default's recall at k = 5, 10, 15, 30, 50")
     p.add_argument("--json", default=None, help="write every report to this file")

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import mempp
 from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.jsonl import read_jsonl
 from mempp.progress import ProgressBar
 
@@ -35,7 +36,7 @@ class EvalConfig:
     depth: int | None = None  # None: the store's default (50, or 2k above k = 25)
     reserve: bool = True
     legs: tuple[str, ...] | None = None
-    embedder: str = "minilm"
+    embedder: str = model_spec(DEFAULT_MODEL).alias  # a name of EMBEDDER_CHOICES
     context: tuple[float, ...] = DEFAULT_CONTEXT
     context_length: float | None = None
     context_mode: str = DEFAULT_CONTEXT_MODE
@@ -103,11 +104,10 @@ def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def make_embedder(name: str):
-    if name == "minilm":
-        return mempp.OnnxEmbedder()
-    if name == "hash":
-        return mempp.HashEmbedder()
-    raise mempp.ValidationError(f"unknown embedder {name!r} (minilm or hash)", field="embedder")
+    """The embedder called ``name``: a shipped model's alias or name (``minilm``, ``bge-small``), or ``hash``."""
+    if name not in EMBEDDER_CHOICES:
+        raise mempp.ValidationError(f"unknown embedder {name!r} ({', '.join(EMBEDDER_CHOICES)})", field="embedder")
+    return mempp.HashEmbedder() if name == "hash" else mempp.OnnxEmbedder(model=name)
 
 
 def evaluate(
@@ -146,8 +146,7 @@ def evaluate(
                     timing["ingest_s"] += time.perf_counter() - t
                     qs = q_groups.get(scope, [])
                     t = time.perf_counter()
-                    embed_q = getattr(embedder, "embed_queries", None) or embedder.embed  # a model's query side
-                    vecs = embed_q([q["text"] for q in qs]) if qs and config.weights[2] else None
+                    vecs = embed_queries(embedder, [q["text"] for q in qs]) if qs and config.weights[2] else None
                     for j, q in enumerate(qs):
                         answers: dict[int, list[str]] = {}
                         for k in config.ks:  # one query per k: the reserve makes a k-answer more than a prefix

@@ -12,9 +12,11 @@ import sys
 from typing import Sequence
 
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
+DEFAULT_ALIAS = model_spec(DEFAULT_MODEL).alias
 
 
 def _weights(s: str) -> tuple[float, float, float]:
@@ -67,10 +69,12 @@ def _wait_arg(p: argparse.ArgumentParser) -> None:
                    help="if another writer holds the store, wait up to this long for it (default: fail at once)")
 
 
-def _embedder(name: str):
-    from .embedder import HashEmbedder, OnnxEmbedder
+def _embedder(name: str | None):
+    """``--embedder``: None (the store's model, or the default for a new store), "hash", or a shipped
+    model's name, which the store loads on first use."""
+    from .embedder import HashEmbedder
 
-    return {"minilm": OnnxEmbedder, "hash": HashEmbedder}[name]()
+    return HashEmbedder() if name == "hash" else name
 
 
 def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
@@ -102,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="JSON Lines (one {id, text, author, date, thread, channel, ...} per line), Parquet or Arrow IPC "
                    "with those columns; every record is checked before anything is committed")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _wait_arg(p)
 
@@ -167,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranked-out", default=None,
         help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
     )
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm", help="minilm: the real model (default); hash: model-free, for quick runs")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"embedding model: minilm, bge-small (or their full names; default {DEFAULT_ALIAS}); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
         "--baseline", choices=("bm25", "rrf-siblings"), default=None,
@@ -180,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     _ranking_args(p, defaults=False)
 
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
-                   help="minilm: the real model (default); hash: a model-free embedder, for a quick look")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"embedding model: minilm, bge-small (default {DEFAULT_ALIAS}); hash: a model-free embedder, for a quick look")
     p.add_argument("--k", type=_positive, default=5, help="evidence documents shown per question (default 5)")
 
     p = sub.add_parser("warmup", help="compile (or load) every kernel now, as a service does at deploy time")

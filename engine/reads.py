@@ -18,6 +18,7 @@ from mempp.storage import Snapshot
 from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
 from .threads import RESERVE_RULES
 from .dates import from_us, to_us
+from .embedder import embed_queries
 from .errors import ValidationError
 from .ingest import check_vector
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
@@ -189,7 +190,7 @@ class ReadPath:
             if embedding is not None:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
-                qvec = self.embedder.embed([text])[0]
+                qvec = embed_queries(self.embedder, [text])[0]
         hits = self._execute(text, qvec, opt, snap)
         if from_question and hits.plan is not None:
             hits.plan = replace(hits.plan, as_of_from_question=True)
@@ -324,7 +325,7 @@ class ReadPath:
                 qv = np.zeros((len(part), self.dim), dtype=np.float32)
                 worded = [j for j, b in enumerate(blank) if not b]
                 if worded:
-                    qv[worded] = self.embedder.embed([texts[part[j]] for j in worded])
+                    qv[worded] = embed_queries(self.embedder, [texts[part[j]] for j in worded])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy

@@ -70,7 +70,7 @@ def test_windows_find_words_past_the_first_window(tmp_path):
 
 @pytest.mark.model
 def test_onnx_windows_cover_the_tail():
-    e = mempp.OnnxEmbedder()
+    e = mempp.OnnxEmbedder(model="minilm")
     vecs, owner = e.embed_windows(["short", "word " * 600, "alpha beta " * 150], stride=192)
     assert owner.tolist() == [1, 1, 2] and vecs.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)

@@ -36,10 +36,19 @@ def test_storage_imports_no_engine():
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 
+def code(path: Path) -> str:
+    """A module's source without its docstring (which may name what the module never imports)."""
+    tree = ast.parse(path.read_text())
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return "\n".join(path.read_text().splitlines()[first.end_lineno:])
+    return path.read_text()
+
+
 def test_engine_reaches_bench_only_from_the_cli():
     for path in (ROOT / "engine").glob("*.py"):
         if path.name != "cli.py":
-            assert "mempp.bench" not in path.read_text(), path.name
+            assert "mempp.bench" not in code(path), path.name
 
 
 def test_nothing_heavy_runs_at_import():

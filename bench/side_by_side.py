@@ -8,6 +8,9 @@ shared machine, where figures move by 10 to 30% with the hour: each round builds
 peers' workload (``mempp.bench.workload``, embeddings supplied; ``mempp.bench.speed.build`` of
 each install: the same documents, the same batches) with A, then with B, each in a fresh process,
 then opens each store three times in fresh processes (every file checksummed) and asks one query.
+``fresh_memory_gbs`` (how fast the build's process filled memory it had not touched, where the
+install reports it) is printed beside each build: on a virtual machine whose host backs memory on
+demand it moves the ingest rate more than any change of the code does.
 The order alternates per round (A B, B A, ...). Reported: per install the median over rounds of
 the ingest rate and of the open time (each round's open: the median of its three), and B / A.
 """
@@ -66,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(args.dir)
     # the workload, generated once (cached), outside the timing
     child(installs[0][1], "import sys; from mempp.bench.workload import load; load(int(sys.argv[1])); print('{}')", str(args.n))
-    results: dict[str, dict[str, list[float]]] = {name: {"ingest_docs_per_s": [], "open_s": [], "first_query_s": []} for name, _ in installs}
+    results: dict[str, dict[str, list[float]]] = {name: {"ingest_docs_per_s": [], "fresh_memory_gbs": [], "open_s": [], "first_query_s": []} for name, _ in installs}
     for r in range(args.rounds):
         order = installs if r % 2 == 0 else installs[::-1]
         for name, python in order:
@@ -75,10 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             built = child(python, BUILD, str(args.n), str(path))
             opens = [child(python, OPEN, str(path)) for _ in range(3)]
             results[name]["ingest_docs_per_s"].append(built["ingest_docs_per_s"])
+            results[name]["fresh_memory_gbs"].append(built.get("fresh_memory_gbs", float("nan")))
             results[name]["open_s"].append(float(np.median([o["open_s"] for o in opens])))
             results[name]["first_query_s"].append(float(np.median([o["first_query_s"] for o in opens])))
             print(json.dumps({"round": r, "install": name, "ingest_docs_per_s": built["ingest_docs_per_s"],
-                              "open_s": round(results[name]["open_s"][-1], 3), "first_query_s": round(results[name]["first_query_s"][-1], 3)}), flush=True)
+                              "fresh_memory_gbs": built.get("fresh_memory_gbs"), "open_s": round(results[name]["open_s"][-1], 3), "first_query_s": round(results[name]["first_query_s"][-1], 3)}), flush=True)
             shutil.rmtree(path, ignore_errors=True)
     (a, _), (b, _) = installs
     report = {name: {k: round(float(np.median(v)), 4) for k, v in res.items()} for name, res in results.items()}

@@ -63,8 +63,13 @@ def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups:
             rows = stored_rows(s)
             stats = s.stats()
             sups = stats["supersessions"]
+            for a in s._snap.ann:  # an index the version names must load: a crash must not lose or damage it
+                a.wait()
+            lost_ann = [f"{a.name}: {a.failed}" for a in s._snap.ann if a.failed is not None]
     except Exception as exc:  # noqa: BLE001 - any failure to open is a violation
         return f"does not open: {type(exc).__name__}: {exc}"
+    if lost_ann:
+        return f"ANN index lost: {lost_ann}"
     if stats["rebuilt"] or stats["skipped"]:  # a crash must not damage files; rebuilding is for media damage
         return f"damaged files: rebuilt {stats['rebuilt']}, skipped {stats['skipped']}"
     for n in range(len(maybe) + 1):
@@ -104,11 +109,12 @@ def site(op: str, rel: str) -> str:
         return "current_tmp"
     if rel.startswith("manifests/"):
         return "manifest"
-    return name.split(".")[1] if "." in name else name  # docs, post, terms, win, q8, dict, sup
+    return name.split(".")[1] if "." in name else name  # docs, post, terms, win, q8, dict, sup, ann
 
 
 FSYNC_SITES = (
-    "new_dirs", "docs", "post", "terms", "win", "q8", "dict", "sup", "manifest", "manifests_dir", "segments_dir", "current_tmp", "store_dir"
+    "new_dirs", "docs", "post", "terms", "win", "q8", "dict", "sup", "ann", "manifest", "manifests_dir", "segments_dir", "current_tmp",
+    "store_dir",
 )
 
 

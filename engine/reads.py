@@ -284,7 +284,7 @@ class ReadPath:
                     raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
                 vecs = np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
         matcher = self._name_matcher(snap)
-        chunk = max(1, min(chunk, MASK_BYTES // max(snap.n_docs, 1)))
+        chunk = stream_chunk(snap.n_docs, chunk)
         # One mask buffer for every chunk: a fresh one page-faults in as the masks are written (0.1 ms a query at 100k).
         mask_buf = np.empty((min(chunk, len(texts)), snap.n_docs), dtype=np.uint8) if snap.n_docs and texts and opts[0].k else None
         for start in range(0, len(texts), chunk):
@@ -293,7 +293,7 @@ class ReadPath:
             if vecs is not None:
                 qv = vecs[start : part.stop]
             elif texts and snap.n_docs and opts[0].weights[2]:
-                qv = self.embedder.embed([texts[i] for i in part])
+                qv = self._embed_chunk([texts[i] for i in part])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
@@ -307,24 +307,16 @@ class ReadPath:
                         snap, texts[qi], None if qv is None else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
                         n_cand=int(counts[j]),
                     )
-                    got = [doc for doc, _ in chosen]
-                    m = len(got)
-                    cols["query"] += [qi] * m
-                    cols["rank"] += range(m)
-                    cols["doc_id"] += got
-                    cols["score"] += [fused[doc] for doc in got]
-                    cols["reserved"] += [reserved for _, reserved in chosen]
-                    for leg in LEGS:
-                        ranked = rankings.get(leg)
-                        if ranked is None:
-                            cols[f"rank_{leg}"] += [None] * m
-                        else:
-                            pos = dict(zip(ranked, range(len(ranked))))
-                            cols[f"rank_{leg}"] += [pos.get(doc) for doc in got]
+                    hit_rows(cols, qi, chosen, fused, rankings)
                 cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
             if progress is not None:
                 progress(len(part))
             yield pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+
+    def _embed_chunk(self, texts: list[str]) -> np.ndarray:
+        """The query vectors of one chunk of a batch (one embedder call per chunk: the same vectors
+        wherever the chunk is embedded, ``mempp.distributed`` included)."""
+        return self.embedder.embed(texts)
 
     def _batch_options(self, as_ofs: list, **kwargs: Any) -> list[QueryOptions]:
         """:meth:`_query_options` of every ``as_of``, the other options checked once (they are shared)."""
@@ -357,6 +349,34 @@ class ReadPath:
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index,
         )
+
+
+def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:
+    """Queries per chunk of :meth:`ReadPath.query_stream` on a store of ``n_docs`` documents."""
+    return max(1, min(chunk, MASK_BYTES // max(n_docs, 1)))
+
+
+def batch_columns() -> dict[str, list]:
+    """Empty columns of a bulk-scoring result (:func:`hit_rows` fills them)."""
+    return {f.name: [] for f in _BATCH_SCHEMA}
+
+
+def hit_rows(cols: dict[str, list], qi: int, chosen, fused, rankings) -> None:
+    """Append query ``qi``'s hits (``planner.run``'s result) to the columns of a bulk-scoring result (all but ``key``)."""
+    got = [doc for doc, _ in chosen]
+    m = len(got)
+    cols["query"] += [qi] * m
+    cols["rank"] += range(m)
+    cols["doc_id"] += got
+    cols["score"] += [fused[doc] for doc in got]
+    cols["reserved"] += [reserved for _, reserved in chosen]
+    for leg in LEGS:
+        ranked = rankings.get(leg)
+        if ranked is None:
+            cols[f"rank_{leg}"] += [None] * m
+        else:
+            pos = dict(zip(ranked, range(len(ranked))))
+            cols[f"rank_{leg}"] += [pos.get(doc) for doc in got]
 
 
 def _vector_index(mode: Any) -> str:

@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
-from mempp.kernels import TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact
+from mempp.kernels import (
+    TopK, context_topk, dense_moment_parts, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, moments_of_parts, rescore_exact,
+)
 from mempp.kernels.int8dot import Int8Query
 from mempp.storage import Snapshot
 
@@ -175,12 +177,8 @@ def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
     depth = opt.depth
-    dense = np.zeros(snap.n_docs, dtype=np.float32)
-    for entry in snap.segments:
-        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
-        if entry.window_rows is not None:
-            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
-    mu, sigma = candidate_moments(dense, mask)
+    dense = dense_scores(snap, query, mask)
+    mu, sigma = dense_moments_by_segment(snap, dense, mask)
     cands = np.flatnonzero(mask).astype(np.int64)
     prev, nxt = snap.thread_links
     out_ids = np.empty(depth, dtype=np.int64)
@@ -190,3 +188,27 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
         context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
     )
     return out_ids[:got]
+
+
+def dense_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Every candidate's cosine (float32; its best window's where it has windows), 0 elsewhere."""
+    dense = np.zeros(snap.n_docs, dtype=np.float32)
+    for entry in snap.segments:
+        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+        if entry.window_rows is not None:
+            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
+    return dense
+
+
+def segment_starts(snap: Snapshot) -> np.ndarray:
+    """Each segment's first doc id, then the end of the last (int64)."""
+    return np.array([e.base for e in snap.segments] + [snap.n_docs], dtype=np.int64)
+
+
+def dense_moments_by_segment(snap: Snapshot, dense: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """(mean, sd) of ``dense`` over the candidates, summed per segment and then across segments
+    (``kernels.context.moments_of_parts``: the same floats when shards of the store sum their segments)."""
+    starts = segment_starts(snap)
+    parts = np.empty((len(starts) - 1, 2), dtype=np.float64)
+    dense_moment_parts(dense, mask, starts, parts)
+    return moments_of_parts(parts, int(np.count_nonzero(mask)))

@@ -69,6 +69,85 @@ def sparse_moments(scores, touched, n_touched, n_candidates):
 
 
 @njit(cache=True, nogil=True)
+def sparse_moment_parts(scores, touched, bounds, out):
+    """Per part ``i``: the sum and the sum of squares (float64, in order) of ``scores[touched[j]]``
+    for ``j`` in ``[bounds[i], bounds[i + 1])``, into ``out[i, 0]`` and ``out[i, 1]``.
+
+    A part is one segment's touched documents: summed per segment and then across segments
+    (:func:`moments_of_parts`), the moments do not depend on which process holds which segments.
+    """
+    for i in range(bounds.shape[0] - 1):
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(bounds[i], bounds[i + 1]):
+            v = float(scores[touched[j]])
+            s1 += v
+            s2 += v * v
+        out[i, 0] = s1
+        out[i, 1] = s2
+
+
+@njit(cache=True, nogil=True)
+def dense_moment_parts(scores, mask, starts, out):
+    """Per part ``i``: the sum and the sum of squares (float64, in id order) of the masked
+    ``scores[d]`` for ``d`` in ``[starts[i], starts[i + 1])`` (one segment), into ``out[i]``."""
+    for i in range(starts.shape[0] - 1):
+        s1 = 0.0
+        s2 = 0.0
+        for d in range(starts[i], starts[i + 1]):
+            if mask[d]:
+                v = float(scores[d])
+                s1 += v
+                s2 += v * v
+        out[i, 0] = s1
+        out[i, 1] = s2
+
+
+@njit(cache=True, nogil=True)
+def moments_of_parts(parts, n):
+    """(mean, standard deviation) over ``n`` documents from per-segment sums (``*_moment_parts``),
+    added in segment order: the same floats whichever processes summed the parts."""
+    if n == 0:
+        return 0.0, 1.0
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(parts.shape[0]):
+        s1 += parts[i, 0]
+        s2 += parts[i, 1]
+    mu = s1 / n
+    var = s2 / n - mu * mu
+    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+
+
+@njit(cache=True, nogil=True)
+def context_bound(z, betas, scaled, use_max):
+    """An upper bound on the context score (:func:`context_topk`) of any document whose own
+    z-score and whose candidate neighbours' z-scores are all at most ``z``.
+
+    Each term of the formula grows with the z-scores it reads (the betas and the scales are
+    >= 0, and rounding is monotone), so the bound is the formula at ``z``, every neighbour
+    present where that raises it; a scale in ``[0, 1]`` (``scaled``) lowers a positive lift
+    and raises a negative one at most to 0. Distributed scoring (``mempp.distributed``) uses it
+    to certify that documents it has not scored cannot enter a leg's top ``depth``.
+    """
+    if betas.shape[0] == 0:
+        return z
+    if use_max:
+        ctx = -np.inf
+        for h in range(betas.shape[0]):
+            ctx = max(ctx, betas[h] * z)
+        if scaled:
+            ctx = max(ctx, 0.0)
+        return max(z, ctx)
+    ctx = 0.0
+    lift = max(z, 0.0)
+    for h in range(betas.shape[0]):
+        ctx += betas[h] * lift
+        ctx += betas[h] * lift
+    return z + ctx
+
+
+@njit(cache=True, nogil=True)
 def with_neighbours(ids, n_ids, prev, nxt, hops, mask, seen, out):
     """``ids[:n_ids]`` plus their candidate thread neighbours up to ``hops`` steps, each once.
 

@@ -258,15 +258,7 @@ class ReadPath:
         import pyarrow as pa
 
         self._check_open()
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
-            if len(t) > MAX_QUERY_CHARS:
-                raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
-        as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
-        if len(as_ofs) != len(texts):
-            raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+        texts, as_ofs = check_texts(texts, as_of)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValidationError(f"expected an integer >= 1, got {chunk!r}", field="chunk")
         if kwargs.pop("question_dates", False):
@@ -349,6 +341,20 @@ class ReadPath:
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index,
         )
+
+
+def check_texts(texts: Sequence[str], as_of: Any) -> tuple[list[str], list]:
+    """A batch's questions checked (strings, not too long) and its ``as_of`` as one value per question."""
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
+        if len(t) > MAX_QUERY_CHARS:
+            raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
+    as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
+    if len(as_ofs) != len(texts):
+        raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+    return texts, as_ofs
 
 
 def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:

@@ -68,9 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mempp", description="Non-destructive organizational memory.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("add", help="add a JSON Lines file of documents to a store (created if missing)")
+    p = sub.add_parser("add", help="add a JSON Lines (or Parquet) file of documents to a store (created if missing)")
     p.add_argument("store")
-    p.add_argument("file", help="JSON Lines: one {id, text, author, date, thread, channel, ...} per line")
+    p.add_argument("file", help="JSON Lines: one {id, text, author, date, thread, channel, ...} per line; or a Parquet "
+                   "document table (what `mempp embed` writes)")
+    p.add_argument("--embeddings-column", default=None, metavar="NAME",
+                   help="Parquet: take each document's embedding from this column (and NAME_windows) instead of embedding it")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
     p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -81,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", default=None, metavar="FILE",
                    help='JSON Lines of {"text", "as_of"?, "id"?}: answer them all (one row per hit)')
     p.add_argument("--out", default=None, help="with --batch: write an Arrow IPC file here instead of JSON Lines to stdout")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="with --batch: score on a Ray cluster ('local' starts one here; needs mempp[ray])")
+    p.add_argument("--shards", type=int, default=None, help="with --ray: split the store into this many shards (segment-sharded)")
+    p.add_argument("--workers", type=int, default=None, help="with --ray and no --shards: query-parallel workers (default: the cluster's CPUs)")
     p.add_argument("--as-of", default=None, help="ISO date or datetime: answer as the record stood then")
     p.add_argument("--as-known-at", default=None, metavar="DATE",
                    help="ISO date or datetime: use the store as it was known then (the newest version committed by then)")
@@ -92,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print hits (and plan) as JSON")
     p.add_argument("--explain", action="store_true", help="show the plan and each hit's per-leg ranks")
     _ranking_args(p)
+
+    p = sub.add_parser("embed", help="embed documents on a Ray cluster into a Parquet document table (needs mempp[ray])")
+    p.add_argument("sources", nargs="+", metavar="SRC", help="JSON Lines or Parquet files of documents")
+    p.add_argument("--out", required=True, help="the Parquet file to write (the documents plus an 'embedding' column)")
+    p.add_argument("--store", default=None, help="embed as this store does (its model, template and windows; default: a new store's)")
+    p.add_argument("--ray", default="local", metavar="ADDRESS", help="the Ray cluster ('local', the default, starts one here)")
+    p.add_argument("--workers", type=int, default=None, help="embedding actors (default: one per 2 CPUs, or one per GPU)")
+    p.add_argument("--gpus", type=int, default=0, help="use this many GPUs: one actor each, its ONNX session on CUDA")
+    p.add_argument("--batch-size", type=int, default=256, help="documents per actor call (default 256)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("stats", help="counts and sizes of a store")
     p.add_argument("store")
@@ -131,6 +148,10 @@ def cmd_add(args: argparse.Namespace) -> int:
     embedder = _embedder(args.embedder) if args.embedder else None
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
+    if args.file.endswith(".parquet"):
+        return _add_parquet(args, embedder)
+    if args.embeddings_column is not None:
+        raise ValidationError("only a Parquet file has an embeddings column", field="--embeddings-column")
     total = added = dups = skipped = 0
     with Store.open(args.store, embedder=embedder) as store:
         n_lines = sum(1 for _ in open(args.file, "rb"))
@@ -168,6 +189,79 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_parquet(args: argparse.Namespace, embedder) -> int:
+    import pyarrow.parquet as pq
+
+    from .progress import ProgressBar
+    from .store import Store
+
+    added = dups = skipped = 0
+    pf = pq.ParquetFile(args.file)
+    with Store.open(args.store, embedder=embedder) as store:
+        with ProgressBar(pf.metadata.num_rows, "add", enabled=not args.quiet) as bar:
+            done = 0
+            for batch in pf.iter_batches(batch_size=args.batch_size):
+                before = len(store)
+                try:
+                    ids = store.add(batch, embeddings=args.embeddings_column, progress=None if args.embeddings_column else bar)
+                except ValidationError as exc:
+                    if exc.record is not None:
+                        raise ValidationError(f"{args.file}: row {done + exc.record}: {exc.message}", field=exc.field) from None
+                    raise
+                if args.embeddings_column:
+                    bar.update(batch.num_rows)
+                done += batch.num_rows
+                added += len(store) - before
+                skipped += sum(1 for i in ids if i is None)
+                dups += sum(1 for i in ids if i is not None) - (len(store) - before)
+        print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
+              f"{len(store)} documents at version {store.version}")
+    return 0
+
+
+def _distributed():
+    try:
+        from . import distributed
+    except ImportError as exc:
+        raise MemppError(str(exc)) from None
+    return distributed
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from .progress import ProgressBar
+
+    if args.gpus < 0 or (args.workers is not None and args.workers < 1):
+        raise ValidationError("--gpus must be >= 0 and --workers >= 1", field="--gpus")
+    distributed = _distributed()
+    distributed.connect(args.ray)
+    total = 0
+    for src in args.sources:
+        if src.endswith(".parquet"):
+            total += pq.ParquetFile(src).metadata.num_rows
+        else:
+            total += sum(1 for line in open(src, "rb") if line.strip())
+    workers = args.workers if args.workers is not None else (args.gpus or None)
+    rows = 0
+    writer = None
+    try:
+        with ProgressBar(total, "embed", enabled=not args.quiet) as bar:
+            for piece in distributed.embed_batches(
+                args.sources, num_workers=workers, num_gpus=1 if args.gpus else 0, batch_size=args.batch_size, store=args.store
+            ):
+                if writer is None:
+                    writer = pq.ParquetWriter(args.out, piece.schema)
+                writer.write_table(piece)
+                rows += piece.num_rows
+                bar.update(piece.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    print(f"{args.out}: {rows} documents embedded")
+    return 0
+
+
 def _query_kwargs(args: argparse.Namespace) -> dict:
     return dict(
         authors=args.author,
@@ -202,6 +296,8 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
 
     schema = _BATCH_SCHEMA.insert(1, pa.field("query_id", pa.string()))
     rows = 0
+    if args.ray is None and (args.shards is not None or args.workers is not None):
+        raise ValidationError("--shards and --workers need --ray", field="--ray")
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at))
         bar = stack.enter_context(ProgressBar(len(texts), "query", unit="queries"))
@@ -209,8 +305,17 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         if args.out:
             sink = stack.enter_context(pa.OSFile(args.out, "wb"))
             writer = stack.enter_context(pa.ipc.new_file(sink, schema))
+        if args.ray is not None:
+            distributed = _distributed()
+            distributed.connect(args.ray)
+            table = distributed.score(
+                store, texts, k=args.k, as_of=as_ofs, num_workers=args.workers, shards=args.shards, progress=bar, **_query_kwargs(args)
+            )
+            stream = table.to_batches()
+        else:
+            stream = store.query_stream(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args))
         # Written as the chunks come: memory holds one chunk of queries, not the whole result.
-        for batch in store.query_stream(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args)):
+        for batch in stream:
             batch = batch.add_column(1, "query_id", pa.array([ids[i] for i in batch.column("query").to_pylist()], pa.string()))
             rows += batch.num_rows
             if writer is not None:
@@ -313,7 +418,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
-COMMANDS = {"add": cmd_add, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench}
+COMMANDS = {"add": cmd_add, "embed": cmd_embed, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

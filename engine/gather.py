@@ -96,8 +96,10 @@ Call = Callable[[str, Sequence[tuple]], list]
 class Driver:
     """Answers chunks of queries over the shards of one open store (read-only)."""
 
-    def __init__(self, store, specs: Sequence[ShardSpec]):
+    def __init__(self, store, specs: Sequence[ShardSpec], first_top: int | None = None):
+        """``first_top``: the first top M of a z-scored leg (default ``2 x depth + FIRST_TOP``)."""
         self.store = store
+        self.first_top = first_top
         self.snap = store._snap
         self.specs = list(specs)
         self.firsts = np.array([s.first_doc for s in specs], dtype=np.int64)
@@ -116,7 +118,7 @@ class Driver:
         w_lex, w_tag, w_vec = opt.weights
         codes = self.matcher.match(text) if w_tag and text else []
         authors = tuple(snap.authors.names[c] for c in codes)
-        q = LegQuery(opt=opt, authors=authors, top=2 * opt.depth + FIRST_TOP)
+        q = LegQuery(opt=opt, authors=authors, top=self.first_top or 2 * opt.depth + FIRST_TOP)
         if (w_lex or authors) and text:
             q.terms = query_terms(snap, text)
             q.df = self._df(q.terms)

@@ -42,6 +42,31 @@ def _legs(s: str) -> tuple[str, ...]:
     return legs
 
 
+def _positive(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _seconds(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {s!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s!r}")
+    return v
+
+
+def _wait_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
+                   help="if another writer holds the store, wait up to this long for it (default: fail at once)")
+
+
 def _embedder(name: str):
     from .embedder import HashEmbedder, OnnxEmbedder
 
@@ -68,15 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mempp", description="Non-destructive organizational memory.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("add", help="add a JSON Lines (or Parquet) file of documents to a store (created if missing)")
+    p = sub.add_parser("add", help="add a file of documents to a store (created if missing)")
     p.add_argument("store")
-    p.add_argument("file", help="JSON Lines: one {id, text, author, date, thread, channel, ...} per line; or a Parquet "
-                   "document table (what `mempp embed` writes)")
+    p.add_argument("file", help="JSON Lines (one {id, text, author, date, thread, channel, ...} per line), Parquet or Arrow IPC "
+                   "with those columns; every record is checked before anything is committed")
     p.add_argument("--embeddings-column", default=None, metavar="NAME",
-                   help="Parquet: take each document's embedding from this column (and NAME_windows) instead of embedding it")
+                   help="Parquet or Arrow: take each document's embedding from this column (and NAME_windows, its window "
+                   "vectors) instead of embedding it (`mempp embed` writes 'embedding')")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
     p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _wait_arg(p)
 
     p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
     p.add_argument("store")
@@ -95,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", action="append", default=None, help="only documents by this author (repeatable)")
     p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")
     p.add_argument("--channel", action="append", default=None, help="only this channel (repeatable)")
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--json", action="store_true", help="print hits (and plan) as JSON")
+    p.add_argument("--k", type=_positive, default=10, help="hits to return (default 10)")
+    p.add_argument("--json", action="store_true", help="print hits (and plan) as JSON, each hit's text whole")
     p.add_argument("--explain", action="store_true", help="show the plan and each hit's per-leg ranks")
+    p.add_argument("--max-chars", type=_positive, default=300,
+                   help="in the plain output, cut each hit's text to this many characters (default 300; --json prints it whole)")
     _ranking_args(p)
 
     p = sub.add_parser("embed", help="embed documents on a Ray cluster into a Parquet document table (needs mempp[ray])")
@@ -110,20 +139,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=256, help="documents per actor call (default 256)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    p = sub.add_parser("get", help="print a stored document (by its id, or a doc id number)")
+    p.add_argument("store")
+    p.add_argument("key", help="the document's id (its active version, else its newest), or a doc id number")
+    p.add_argument("--version", type=int, default=None, help="as in this committed version of the store")
+
+    p = sub.add_parser("history", help="print every version stored under an id, oldest first")
+    p.add_argument("store")
+    p.add_argument("key")
+
+    p = sub.add_parser("supersede", help="record that NEW replaces OLD from a date on (nothing is deleted)")
+    p.add_argument("store")
+    p.add_argument("old", help="the id of the document replaced")
+    p.add_argument("new", help="the id of the document that replaces it")
+    p.add_argument("--effective", default=None, help="ISO date from which NEW replaces OLD (default: NEW's date)")
+    p.add_argument("--backdate", action="store_true", help="allow an effective date before OLD's or NEW's own date")
+    _wait_arg(p)
+
+    p = sub.add_parser("merge", help="merge a store's segments now, as the merge policy asks (or all, with --force)")
+    p.add_argument("store")
+    p.add_argument("--force", action="store_true", help="join every run of segments no ANN index separates into one")
+    _wait_arg(p)
+
     p = sub.add_parser("stats", help="counts and sizes of a store")
     p.add_argument("store")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
 
     p = sub.add_parser("versions", help="committed versions of a store")
     p.add_argument("store")
 
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
-    p.add_argument("--docs", required=True)
-    p.add_argument("--questions", required=True)
+    p.add_argument("--docs", required=True, help="documents, JSON Lines in the shared/eval format (one store is built per scope)")
+    p.add_argument("--questions", required=True, help="questions, JSON Lines in the shared/eval format")
     p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm", help="minilm: the real model (default); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
@@ -132,8 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     _ranking_args(p, defaults=False)
 
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
-    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
+                   help="minilm: the real model (default); hash: a model-free embedder, for a quick look")
+    p.add_argument("--k", type=_positive, default=5, help="evidence documents shown per question (default 5)")
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -141,82 +193,85 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from .jsonl import read_jsonl
     from .progress import ProgressBar
     from .store import Store
 
     embedder = _embedder(args.embedder) if args.embedder else None
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
-    if args.file.endswith(".parquet"):
-        return _add_parquet(args, embedder)
-    if args.embeddings_column is not None:
-        raise ValidationError("only a Parquet file has an embeddings column", field="--embeddings-column")
-    total = added = dups = skipped = 0
-    with Store.open(args.store, embedder=embedder) as store:
-        n_lines = sum(1 for _ in open(args.file, "rb"))
-        with ProgressBar(n_lines, "add", enabled=not args.quiet) as bar:
-            batch: list[dict] = []
-            lines: list[int] = []
-
-            def flush() -> None:
-                nonlocal added, dups, skipped
+    with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
+        n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
+        total = added = dups = skipped = 0
+        first_version = store.version
+        done_where: str | None = None
+        column = args.embeddings_column
+        with ProgressBar(n, "add", enabled=not args.quiet) as bar:
+            for where, batch in _records(args.file, args.batch_size, tables=column is not None):
                 before = len(store)
                 try:
-                    ids = store.add(batch, progress=bar)
-                except ValidationError as exc:
-                    if exc.record is not None:
-                        raise ValidationError(
-                            f"{args.file}:{lines[exc.record]}: {str(exc).split(': ', 1)[-1]}", field=None
-                        ) from None
-                    raise
+                    if column is None:
+                        ids = store.add(batch, progress=bar)
+                    else:  # a document table with its vectors: nothing to embed
+                        ids = store.add(batch, embeddings=column)
+                        bar.update(len(where))
+                except MemppError as exc:
+                    if done_where is None:
+                        raise
+                    raise type(exc)(
+                        f"records up to {done_where} were committed (versions {first_version + 1}-{store.version}); "
+                        f"from {where[0]} nothing was: {exc}. Running the same command again adds only what is missing"
+                    ) from exc
+                total += len(where)
                 added += len(store) - before
                 skipped += sum(1 for i in ids if i is None)
                 dups += sum(1 for i in ids if i is not None) - (len(store) - before)
-                batch.clear()
-                lines.clear()
-
-            for lineno, obj in read_jsonl(args.file):
-                batch.append(obj)
-                lines.append(lineno)
-                total += 1
-                if len(batch) >= args.batch_size:
-                    flush()
-            if batch:
-                flush()
+                done_where = where[-1]
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
               f"{len(store)} documents at version {store.version}")
     return 0
 
 
-def _add_parquet(args: argparse.Namespace, embedder) -> int:
-    import pyarrow.parquet as pq
+def _records(path: str, batch_size: int, tables: bool = False):
+    from .jsonl import read_records, read_tables
 
+    return read_tables(path, batch_size) if tables else read_records(path, batch_size)
+
+
+def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
+    """Check every record of ``path`` as ``Store.add`` would, before anything is committed: each
+    record's fields, and that every ``supersedes`` names a document stored or earlier in the file.
+    Reads the file once, a batch at a time (memory: one batch, and the file's keys). Returns the
+    number of records."""
+    from .errors import DocumentNotFound
+    from .ingest import prepare_batch
     from .progress import ProgressBar
-    from .store import Store
 
-    added = dups = skipped = 0
-    pf = pq.ParquetFile(args.file)
-    with Store.open(args.store, embedder=embedder) as store:
-        with ProgressBar(pf.metadata.num_rows, "add", enabled=not args.quiet) as bar:
-            done = 0
-            for batch in pf.iter_batches(batch_size=args.batch_size):
-                before = len(store)
-                try:
-                    ids = store.add(batch, embeddings=args.embeddings_column, progress=None if args.embeddings_column else bar)
-                except ValidationError as exc:
-                    if exc.record is not None:
-                        raise ValidationError(f"{args.file}: row {done + exc.record}: {exc.message}", field=exc.field) from None
+    keys: set[str] = set()
+    n = 0
+    with ProgressBar(None, "check", enabled=not quiet) as bar:
+        for where, batch in _records(path, batch_size):
+            try:
+                rows, _ = prepare_batch(batch, None, store.dim)
+            except ValidationError as exc:
+                if exc.record is None:
                     raise
-                if args.embeddings_column:
-                    bar.update(batch.num_rows)
-                done += batch.num_rows
-                added += len(store) - before
-                skipped += sum(1 for i in ids if i is None)
-                dups += sum(1 for i in ids if i is not None) - (len(store) - before)
-        print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
-              f"{len(store)} documents at version {store.version}")
-    return 0
+                raise ValidationError(f"{where[exc.record]}: " + str(exc).split(": ", 1)[-1]) from None
+            for i, row in enumerate(rows):
+                if row is None:
+                    continue
+                for target in row.supersedes:
+                    if target == row.key:
+                        raise ValidationError(f"{where[i]}: field 'supersedes': a document cannot supersede itself")
+                    if target not in keys:
+                        try:
+                            store.get(target)
+                        except DocumentNotFound:
+                            raise ValidationError(f"{where[i]}: field 'supersedes': no document with id {target!r}") from None
+                if row.key is not None:
+                    keys.add(row.key)
+            n += len(batch)
+            bar.update(len(batch))
+    return n
 
 
 def _distributed():
@@ -278,6 +333,53 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
     )
 
 
+def cmd_get(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False, version=args.version) as store:
+        ref = int(args.key) if args.key.isdigit() and not _has_key(store, args.key) else args.key
+        print(json.dumps(store.get(ref).to_dict(), ensure_ascii=False, indent=1))
+    return 0
+
+
+def _has_key(store, key: str) -> bool:
+    from .errors import DocumentNotFound
+
+    try:
+        store.get(key)
+    except DocumentNotFound:
+        return False
+    return True
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False) as store:
+        for record in store.history(args.key):
+            print(json.dumps(record.to_dict(), ensure_ascii=False))
+    return 0
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, create=False, lock_timeout=args.wait) as store:
+        store.supersede(args.old, args.new, effective=args.effective, backdate=args.backdate)
+        print(f"{args.store}: {args.new} replaces {args.old} from {store.get(args.old).valid_until.isoformat()}; version {store.version}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, create=False, lock_timeout=args.wait, merge="manual") as store:
+        before = len(store._snap.segments)
+        got = store.merge(force=args.force)
+        print(f"{args.store}: {got['merges']} merges, {before} -> {got['segments']} segments in {got['seconds']} s; version {store.version}")
+    return 0
+
+
 def cmd_query_batch(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
@@ -336,6 +438,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         if args.text is not None:
             raise ValidationError("give a question or --batch FILE, not both", field="text")
         return cmd_query_batch(args)
+    if args.out is not None:
+        raise ValidationError("--out writes the rows of --batch FILE; give --batch too (or drop --out)", field="--out")
     if args.text is None:
         raise ValidationError("a question is needed (or --batch FILE)", field="text")
     with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store:
@@ -362,7 +466,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             ranks = " ".join(f"{leg}={'-' if r is None else r}" for leg, r in h.ranks.items())
             line += f"  [id {h.key or h.doc_id}; score {h.score:.5f}; {ranks}{'; reserve' if h.reserved else ''}]"
         print(line)
-        print("   " + h.text.replace("\n", "\n   "))
+        text = h.text if len(h.text) <= args.max_chars else h.text[: args.max_chars].rstrip() + f" ... [{len(h.text) - args.max_chars} more characters; --json prints it whole]"
+        print("   " + text.replace("\n", "\n   "))
     return 0
 
 
@@ -418,8 +523,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
-COMMANDS = {"add": cmd_add, "embed": cmd_embed, "query": cmd_query, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench}
-
+COMMANDS = {
+    "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
+    "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench,
+}
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -1,4 +1,4 @@
-"""Reading JSON Lines documents and questions, with errors that name the file and line."""
+"""Reading documents (JSON Lines, Parquet, Arrow IPC) and questions, with errors that name the file and line or row."""
 
 from __future__ import annotations
 
@@ -25,3 +25,75 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             if not isinstance(obj, dict):
                 raise ValidationError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
+
+
+def input_format(path: str | Path) -> str:
+    """``"parquet"``, ``"arrow"`` (an Arrow IPC file or stream) or ``"jsonl"``, by the file's first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:6] == b"ARROW1" or head[:4] == b"\xff\xff\xff\xff":
+        return "arrow"
+    return "jsonl"
+
+
+def read_records(path: str | Path, batch_size: int = 10_000) -> Iterator[tuple[list[str], list[dict]]]:
+    """Documents from a JSON Lines, Parquet or Arrow IPC file, in batches: ``(where, records)``
+    with ``where[i]`` naming record ``i`` for an error message (``FILE:LINE``, or ``FILE: row N``
+    counted from 1 for the tabular formats). Parquet is read a row group at a time and Arrow a
+    record batch at a time, each cut to ``batch_size``, so memory holds one batch."""
+    path = Path(path)
+    kind = input_format(path)
+    if kind == "jsonl":
+        where: list[str] = []
+        batch: list[dict] = []
+        for lineno, obj in read_jsonl(path):
+            where.append(f"{path}:{lineno}")
+            batch.append(obj)
+            if len(batch) >= batch_size:
+                yield where, batch
+                where, batch = [], []
+        if batch:
+            yield where, batch
+        return
+    from .tables import EMBEDDING, WINDOWS_SUFFIX, table_records
+
+    for where, part in read_tables(path, batch_size):
+        # a document table (mempp.tables): null cells left out, 'extra' decoded; a column of vectors is not a field
+        yield where, list(table_records(part, skip=(EMBEDDING, EMBEDDING + WINDOWS_SUFFIX)))
+
+
+def read_tables(path: str | Path, batch_size: int = 10_000) -> Iterator[tuple[list[str], object]]:
+    """A Parquet or Arrow IPC file's rows as ``(where, pyarrow.Table)`` pieces of at most ``batch_size`` rows."""
+    path = Path(path)
+    kind = input_format(path)
+    if kind == "jsonl":
+        raise ValidationError(f"{path}: expected a Parquet or Arrow file (a table with a column of vectors), got JSON Lines")
+    row = 0
+    for table in _tables(path, kind):
+        for start in range(0, table.num_rows, batch_size):
+            part = table.slice(start, batch_size)
+            yield [f"{path}: row {row + i + 1}" for i in range(part.num_rows)], part
+            row += part.num_rows
+
+
+def _tables(path: Path, kind: str):
+    import pyarrow as pa
+
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(path)
+        for i in range(f.num_row_groups):
+            yield f.read_row_group(i)
+        return
+    with pa.memory_map(str(path), "r") as source:
+        try:
+            reader = pa.ipc.open_file(source)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        except pa.ArrowInvalid:
+            source.seek(0)
+            batches = pa.ipc.open_stream(source)
+        for b in batches:
+            yield pa.Table.from_batches([b])

@@ -72,6 +72,8 @@ class ReadPath:
             raise ValidationError(f"expected three numbers (lexical, tag, vector), got {weights!r}", field="weights") from None
         if len(w) != 3 or not all(math.isfinite(x) and x >= 0 for x in w):
             raise ValidationError(f"expected three finite numbers >= 0 (lexical, tag, vector), got {weights!r}", field="weights")
+        if not any(w):
+            raise ValidationError(f"every leg has weight 0, so nothing could rank: {weights!r}", field="weights")
         if legs is not None:
             legs = [legs] if isinstance(legs, str) else list(legs)
             unknown = set(legs) - set(LEGS)

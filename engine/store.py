@@ -28,14 +28,14 @@ from mempp.storage import (
     read_pointer,
     read_state,
 )
-from mempp.storage.confine import check_layout, check_manifest_names, check_store_path
+from mempp.storage.confine import check_is_store, check_layout, check_manifest_names, check_store_path
 from mempp.storage.fsutil import fsync_dir
 from mempp.storage.resident import Residency
 
 from .config import IndexConfig
 from .dates import from_us
 from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
-from .errors import EmbedderError, ValidationError
+from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import FingerprintIndex
 from .planner import NameMatcher
 from .reads import ReadPath
@@ -80,6 +80,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
         self._closed = False
         self._broken: str | None = None  # set when an fsync failed: no more writes until reopened
         self._stale = False  # a write failed: the next one reads the newest version from disk first
+        self._lock_timeout: float | None = None  # seconds the first write waits for another writer's lock
         self._on_corrupt = "raise"
         self._matcher: tuple[int, NameMatcher] | None = None
         self._pinned = False  # opened at a version / as_known_at: refresh() keeps it there
@@ -124,6 +125,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
         on_corrupt: str = "raise",
         resident: bool = True,
         merge: str = "background",
+        lock_timeout: float | None = None,
     ) -> "Store":
         """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
 
@@ -149,7 +151,15 @@ class Store(WritePath, ReadPath, VersionsMixin):
         ``merge``: ``"background"`` (default) merges segments in a thread of the writer after
         commits, as the merge policy asks (``storage/merge.py``); ``"manual"`` only when
         :meth:`merge` is called (a service that schedules it itself).
+        ``lock_timeout``: the first write takes the store's writer lock; while another writer
+        holds it, wait up to this many seconds (default: refuse at once, ``StoreLockedError``).
+        An existing directory must be empty or a mempp store: anything else is refused
+        (``StoreError`` naming what it holds), so a store is never written beside other files.
         """
+        if lock_timeout is not None and (
+            isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or not lock_timeout >= 0
+        ):
+            raise ValidationError(f"expected a number of seconds >= 0 or None, got {lock_timeout!r}", field="lock_timeout")
         if not isinstance(resident, bool):
             raise ValidationError(f"expected True or False, got {resident!r}", field="resident")
         if merge not in MERGE_MODES:
@@ -162,6 +172,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
             fsync_dir(path.parent)  # the store's own directory entry survives a power loss
         elif not path.is_dir():
             raise StoreError(f"{path}: not a directory")
+        else:
+            check_is_store(path)
         check_layout(path)
         pinned_at = version is not None or as_known_at is not None
         for attempt in range(OPEN_RETRIES + 1):
@@ -184,6 +196,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
                     raise
         store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
         store._on_corrupt = on_corrupt
+        store._lock_timeout = lock_timeout
         store._pinned = pinned_at
         return store
 
@@ -283,11 +296,16 @@ class Store(WritePath, ReadPath, VersionsMixin):
             return self._record(self._resolve(ref, "id"))
 
     def history(self, key: str) -> list[Record]:
-        """Every version stored under ``key``, oldest first."""
+        """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none."""
         self._check_open()
+        if not isinstance(key, str):
+            raise ValidationError(f"expected a key (str), got {type(key).__name__}", field="key")
         with self._state:
             self._index_keys()
-            return [self._record(d) for d in self._keys.get(key, [])]
+            docs = self._keys.get(key)
+            if not docs:
+                raise DocumentNotFound(f"no document with id {key!r}")
+            return [self._record(d) for d in docs]
 
     def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, row: dict | None = None, **extra: Any) -> Any:
         snap = snap or self._snap

@@ -42,6 +42,28 @@ def check_store_path(path: str | os.PathLike) -> Path:
     return Path(text)
 
 
+def check_is_store(store: Path) -> None:
+    """Refuse an existing directory that is neither empty nor a mempp store (a ``StoreError`` naming
+    what it holds), so that a store is never read from, or written beside, unrelated files.
+
+    A store is a directory with ``CURRENT``, or one whose entries are all a store's own
+    (``LOCK``, ``segments/``, ``manifests/``, a commit's temporary files): a store whose first
+    commit has not happened yet, or was interrupted.
+    """
+    try:
+        names = [e.name for e in os.scandir(store)]
+    except NotADirectoryError:
+        raise StoreError(f"{store}: not a directory") from None
+    if "CURRENT" in names:
+        return
+    others = sorted(n for n in names if n not in _DIRS + _FILES and not (n.startswith(".") and ".tmp-" in n))
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise StoreError(
+            f"{store}: not a mempp store (no CURRENT; it holds {shown}); give a new or empty directory for a new store"
+        )
+
+
 def check_layout(store: Path) -> None:
     """Refuse a store whose own entries are symlinks or not of their kind; check the pointer's name."""
     for name in _DIRS + _FILES:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from .errors import StoreError, StoreLockedError
@@ -24,9 +25,21 @@ class WriterLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> None:
+    def acquire(self, timeout: float | None = None) -> None:
+        """Take the lock; with ``timeout`` (seconds), wait up to that long for another writer to
+        let go before raising ``StoreLockedError`` (None or 0: refuse at once)."""
         if self._fd is not None:
             return
+        deadline = time.monotonic() + timeout if timeout else None
+        while True:
+            try:
+                return self._try()
+            except StoreLockedError:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _try(self) -> None:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as exc:

@@ -31,10 +31,14 @@ def operations(seed: int) -> Iterator[tuple]:
     """``("add", [docs])`` or ``("supersede", old_key, new_key, effective)``, forever."""
     rng = random.Random(seed)
     keys: list[str] = []
+    retired: set[str] = set()  # keys whose newest version is superseded: never a replacement (no cycles)
     n = 0
     while True:
-        if len(keys) >= 2 and rng.random() < 0.25:
-            old, new = rng.sample(keys, 2)
+        live = [k for k in keys if k not in retired]
+        if len(keys) >= 2 and live and rng.random() < 0.25:
+            new = rng.choice(live)
+            old = rng.choice([k for k in keys if k != new])
+            retired.add(old)
             yield ("supersede", old, new, rng.choice((None, _day(rng))))
             continue
         batch = []
@@ -42,6 +46,7 @@ def operations(seed: int) -> Iterator[tuple]:
             n += 1
             if keys and rng.random() < 0.3:
                 key = rng.choice(keys)  # a new version of an existing key
+                retired.discard(key)
             else:
                 key = f"k{n}"
                 keys.append(key)
@@ -54,6 +59,7 @@ def operations(seed: int) -> Iterator[tuple]:
             others = [k for k in keys if k != key]
             if others and rng.random() < 0.15:
                 doc["supersedes"] = [rng.choice(others)]
+                retired.update(doc["supersedes"])
             batch.append(doc)
         yield ("add", batch)
 
@@ -70,7 +76,7 @@ def run_writer(path: str, seed: int, seconds: float, pause: float) -> None:
             if op[0] == "add":
                 store.add(op[1])
             else:
-                store.supersede(op[1], op[2], effective=op[3])
+                store.supersede(op[1], op[2], effective=op[3], backdate=True)
             if store.version < i:  # merges in the background publish versions of their own
                 raise SystemExit(f"writer: operation {i} gave version {store.version}")
             print(i, flush=True)  # acknowledged

@@ -87,7 +87,9 @@ def documents(draw, *, key: str | None = None, text: str | None = None, dated: b
 
 @dataclass
 class History:
-    """Operations for a store: ``("add", [docs])`` and ``("supersede", old_key, new_key, effective)``."""
+    """Operations for a store: ``("add", [docs])`` and ``("supersede", old_key, new_key, effective)``
+    (replayed with ``backdate=True``: the effective dates are drawn freely; the replacement is never
+    itself superseded, which ``Store.supersede`` refuses)."""
 
     ops: list = field(default_factory=list)
     keys: list = field(default_factory=list)
@@ -126,8 +128,10 @@ def histories(draw, max_ops: int = 5, max_batch: int = 4) -> History:
 
     for _ in range(draw(st.integers(1, max_ops))):
         kinds = ["add", "add", "add"] + (["supersede"] if len(h.keys) >= 2 else [])
-        if draw(st.sampled_from(kinds)) == "supersede":
-            old, new = draw(st.lists(st.sampled_from(h.keys), min_size=2, max_size=2, unique=True))
+        live = [k for k in h.keys if k not in retired]  # a replacement must itself be valid (no cycles)
+        if draw(st.sampled_from(kinds)) == "supersede" and live and len(h.keys) >= 2:
+            new = draw(st.sampled_from(live))
+            old = draw(st.sampled_from([k for k in h.keys if k != new]))
             effective = draw(st.one_of(st.none(), doc_dates))
             h.ops.append(("supersede", old, new, effective))
             retired.add(old)

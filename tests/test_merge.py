@@ -111,7 +111,7 @@ def _replay(store: mempp.Store, history) -> None:
                 doc.setdefault("thread", f"t{i % 3}")
             store.add(op[1])
         else:
-            store.supersede(op[1], op[2], effective=op[3])
+            store.supersede(op[1], op[2], effective=op[3], backdate=True)
 
 
 @pytest.mark.slow

@@ -172,7 +172,7 @@ def apply(store, model: Model, history) -> None:
             assert got == model.add(op[1]), f"add returned {got}"
         else:
             _, old, new, effective = op
-            store.supersede(old, new, effective=effective)
+            store.supersede(old, new, effective=effective, backdate=True)
             model.supersede(old, new, effective)
 
 
@@ -460,7 +460,7 @@ def test_supersede_many_is_one_commit_and_all_or_nothing(tmp_path):
     with pytest.raises(mempp.ValidationError, match="record 1.*effective"):
         s.supersede_many([("a", "b"), ("c", "d", "not a date")])
     assert s.version == v and len(s.query("text", k=10)) == 4
-    s.supersede_many([("a", "b"), ("c", "d", "2023-01-02")])
+    s.supersede_many([("a", "b"), ("c", "d", "2023-01-02")], backdate=True)  # c retired before its own date: asked for
     assert s.version == v + 1
     assert sorted(h.key for h in s.query("text", k=10)) == ["b", "d"]
     assert [h.key for h in s.query("text", k=10, as_of="2023-01-01")] == ["a"]

@@ -22,6 +22,7 @@ unless Ray is already initialized). See ``docs/DISTRIBUTED.md``.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -198,13 +199,17 @@ def embed_batches(
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True  # the rows come back in the source's order
     ctx.enable_progress_bars = False  # mempp's own bar (the CLI) instead
+    # Every actor of the pool must fit at once, and one CPU stays free for Ray Data's own tasks
+    # (listing and reading Parquet files): on a smaller cluster the actors declare less than the
+    # threads they run (a reservation, not a limit).
+    actor_cpus = min(float(cpus), max(0.25, (float(ray.cluster_resources().get("CPU", 1)) - 1) / num_workers))
     ds = _dataset(source).map_batches(
         _EmbedActor,
         fn_constructor_args=(info, idx.to_json(), "cuda" if num_gpus else None, cpus),
         batch_size=batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=num_workers),
-        num_cpus=cpus,
+        num_cpus=actor_cpus,
         num_gpus=num_gpus or None,
     )
     try:
@@ -274,6 +279,9 @@ class _QueryWorker:
 
         self.store = Store.open(path, read_only=True, version=version)
 
+    def ready(self) -> bool:
+        return True
+
     def run(self, start: int, texts: list, embeddings, as_ofs: list, k: int, chunk: int, options: dict):
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -285,7 +293,8 @@ class _QueryWorker:
 
 def score(
     store: Any, queries: Sequence[str], *, k: int = 10, as_of: Any = None, num_workers: int | None = None, shards: int | None = None,
-    embeddings: Any = None, chunk: int = DEFAULT_CHUNK, progress: Callable[[int], None] | None = None, **query_options: Any,
+    embeddings: Any = None, chunk: int = DEFAULT_CHUNK, progress: Callable[[int], None] | None = None, stats: dict | None = None,
+    **query_options: Any,
 ):
     """``Store.query_batch(queries, ...)``'s rows, computed on a Ray cluster (same columns, order and values).
 
@@ -301,6 +310,8 @@ def score(
     (about 1/N of the documents); this process embeds the questions, sends them to every shard,
     merges the legs exactly and answers with the planner (``mempp.gather``). A store with an
     ANN index is scored as the exact scan scores it (bulk scoring never reads ANN indexes).
+    ``stats``: a dict to receive where the time went (seconds starting the workers, embedding
+    questions, in the driver's merge, waiting on the shards; rounds and fetched documents).
     """
     import pyarrow as pa
 
@@ -323,17 +334,24 @@ def score(
         if not texts or not n_docs or not opts[0].k:
             return st.query_batch(texts, vecs, k=k, as_of=as_ofs, chunk=chunk, **query_options)
         connect()
+        stats = stats if stats is not None else {}
         if shards is None:
-            return _score_parallel(st, texts, vecs, as_ofs, k, step, query_options, num_workers, progress)
+            return _score_parallel(st, texts, vecs, as_ofs, k, step, query_options, num_workers, progress, stats)
+        t = time.perf_counter()
         specs = plan_shards(st, shards)
         driver = Driver(st, specs)
-        actor = ray.remote(num_cpus=1)(_shard_class())
+        # Every shard must be up at once: a cluster with fewer CPUs than shards shares them.
+        cpus = min(1.0, float(ray.cluster_resources().get("CPU", 1)) / len(specs))
+        actor = ray.remote(num_cpus=cpus)(_shard_class())
         workers = [actor.remote(spec) for spec in specs]
         try:
 
             def call(method: str, args: Sequence[tuple]) -> list:
                 return ray.get([getattr(w, method).remote(*a) for w, a in zip(workers, args)])
 
+            call("info", [()] * len(workers))  # every shard open
+            stats["start_s"] = time.perf_counter() - t
+            embed_s = 0.0
             batches = []
             want_vec = bool(opts[0].weights[2])
             for start in range(0, len(texts), step):
@@ -341,7 +359,9 @@ def score(
                 if vecs is not None:
                     qv = np.stack([check_vector(v, st.dim) for v in vecs[start:stop]]) if want_vec else None
                 else:
+                    t = time.perf_counter()
                     qv = st._embed_chunk(texts[start:stop]) if want_vec else None
+                    embed_s += time.perf_counter() - t
                 for a in range(start, stop, SHARD_CHUNK):
                     b = min(stop, a + SHARD_CHUNK)
                     batches.append(
@@ -349,6 +369,10 @@ def score(
                     )
                     if progress is not None:
                         progress(b - a)
+            stats.update(
+                embed_s=embed_s, driver_s=driver.driver_s, shards_s=driver.calls_s, rounds=sum(driver.rounds), fetched=driver.fetched,
+                shards=len(specs),
+            )
             return pa.Table.from_batches(batches, schema=_BATCH_SCHEMA)
         except ray.exceptions.RayError as exc:
             raise _unwrapped(exc) from None
@@ -366,7 +390,7 @@ def _shard_class():
     return Shard
 
 
-def _score_parallel(st, texts, vecs, as_ofs, k, step, options, num_workers, progress):
+def _score_parallel(st, texts, vecs, as_ofs, k, step, options, num_workers, progress, stats):
     import pyarrow as pa
     from ray.util import ActorPool
 
@@ -376,9 +400,13 @@ def _score_parallel(st, texts, vecs, as_ofs, k, step, options, num_workers, prog
         raise ValidationError(f"expected an integer >= 1, got {num_workers!r}", field="num_workers")
     pieces = [(s, min(len(texts), s + step)) for s in range(0, len(texts), step)]  # query_batch's own chunks
     num_workers = min(num_workers, len(pieces))
-    actor = ray.remote(num_cpus=1)(_QueryWorker)
+    actor = ray.remote(num_cpus=min(1.0, float(ray.cluster_resources().get("CPU", 1)) / num_workers))(_QueryWorker)
+    t = time.perf_counter()
     workers = [actor.remote(str(st.path), st.version) for _ in range(num_workers)]
     try:
+        ray.get([w.ready.remote() for w in workers])  # every worker has the store open
+        stats["start_s"] = time.perf_counter() - t
+        stats["workers"] = num_workers
         pool = ActorPool(workers)
         args = [(a, texts[a:b], None if vecs is None else vecs[a:b], as_ofs[a:b], k, step, options) for a, b in pieces]
         tables = []

@@ -111,6 +111,9 @@ class Driver:
         self._scales: dict = {}
         self._chunk = 0
         self.rounds: list[int] = []  # per chunk: round trips after the first (a measure of the certificate's work)
+        self.driver_s = 0.0  # time in score_chunk outside the shards' calls: the merge's cost
+        self.calls_s = 0.0  # time waiting on the shards
+        self.fetched = 0  # documents whose raw score was fetched (thread context)
 
     # --- requests --------------------------------------------------------------------------------
     def _leg_query(self, text: str, opt: QueryOptions, has_vec: bool) -> LegQuery:
@@ -138,7 +141,20 @@ class Driver:
     # --- one chunk -------------------------------------------------------------------------------
     def score_chunk(self, call: Call, start: int, texts: Sequence[str], opts: Sequence[QueryOptions], qvecs: np.ndarray | None):
         """A ``pyarrow.RecordBatch`` of the hits of ``texts`` (query indices from ``start``)."""
+        import time
+
         import pyarrow as pa
+
+        t0 = time.perf_counter()
+        waited = self.calls_s
+        inner = call
+
+        def call(method, args):
+            t = time.perf_counter()
+            try:
+                return inner(method, args)
+            finally:
+                self.calls_s += time.perf_counter() - t
 
         snap = self.snap
         self._chunk += 1
@@ -205,7 +221,9 @@ class Driver:
             )
             hit_rows(cols, start + j, chosen, fused, rankings)
         cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
-        return pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+        out = pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+        self.driver_s += (time.perf_counter() - t0) - (self.calls_s - waited)
+        return out
 
     def _fetch_and_certify(self, call: Call, chunk: int, pending: dict) -> None:
         """One fetch round: every pending leg's neighbourhood from its shards, then its certificate."""
@@ -221,6 +239,7 @@ class Driver:
                     where.setdefault(key, []).append((s, len(wants[s])))
                     wants[s].append((key[0], key[1], piece))
         got = call("fetch", [(chunk, w) for w in wants])
+        self.fetched += sum(len(ids) for ids in wanted.values())
         for key, z in pending.items():
             ids = wanted[key]
             bits = np.concatenate([got[s][i][0] for s, i in where.get(key, [])]) if key in where else np.zeros(0, np.uint8)

@@ -1,6 +1,7 @@
 """Ablation tables in one run: ``python -m mempp.bench.ablate --docs D --questions Q [--out table.md]``.
 
-Every configuration is evaluated on the same data with the same embedder, and each
+As in ``mempp eval``, every question is asked once per k and each k scored on its own answer
+(the k sweep too). Every configuration is evaluated on the same data with the same embedder, and each
 text is embedded once for the whole run (an in-memory cache), so a table of many
 rows costs little more than one ``mempp eval``.
 """
@@ -8,54 +9,18 @@ rows costs little more than one ``mempp eval``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Sequence
 
-import numpy as np
 
+from mempp.embedder import EMBEDDER_CHOICES
+
+from .embcache import CachingEmbedder
 from .evaluate import EvalConfig, evaluate, make_embedder, preset
-
-
-class CachingEmbedder:
-    """Wraps an embedder; remembers every vector it computed, by text."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.dim, self.model_id, self.max_tokens = inner.dim, inner.model_id, inner.max_tokens
-        self._vec: dict[bytes, np.ndarray] = {}
-        self._win: dict[tuple[bytes, int], np.ndarray] = {}  # (text, stride) -> its window vectors
-
-    @staticmethod
-    def _key(text: str) -> bytes:
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-    def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
-        keys = [self._key(t) for t in texts]
-        todo = [i for i, k in enumerate(keys) if k not in self._vec]
-        if todo:
-            vecs = self.inner.embed([texts[i] for i in todo], batch_size=batch_size)
-            for i, v in zip(todo, vecs):
-                self._vec[keys[i]] = v
-        if progress is not None:
-            progress(len(texts))
-        return np.stack([self._vec[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
-
-    def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32):
-        keys = [(self._key(t), stride) for t in texts]
-        todo = [i for i, k in enumerate(keys) if k not in self._win]
-        if todo:
-            vecs, owner = self.inner.embed_windows([texts[i] for i in todo], stride, batch_size=batch_size)
-            for j, i in enumerate(todo):
-                self._win[keys[i]] = vecs[owner == j]
-        vecs = [self._win[k] for k in keys if len(self._win[k])]
-        owner = [np.full(len(self._win[k]), i, dtype=np.int64) for i, k in enumerate(keys) if len(self._win[k])]
-        if not vecs:
-            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
-        return np.vstack(vecs), np.concatenate(owner)
 
 
 # name -> preset and overrides. "default" is what Store.query does with no arguments.
@@ -86,11 +51,11 @@ ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def table(rows: list[tuple[str, dict]], ks: Sequence[int]) -> str:
     cats = sorted({c for _, r in rows for c in r["by_category"]})
-    head = "| configuration | " + " | ".join(f"R@{k}" for k in ks) + " | MRR | " + " | ".join(f"{c} R@{ks[0]}/R@{ks[-1]}" for c in cats) + " |"
+    head = "| configuration | " + " | ".join(f"R@{k}" for k in ks) + f" | MRR@{ks[0]} | " + " | ".join(f"{c} R@{ks[0]}/R@{ks[-1]}" for c in cats) + " |"
     lines = [head, "|" + "---|" * (len(ks) + 2 + len(cats))]
     for name, r in rows:
         o = r["overall"]
-        cells = [f"{o[f'recall@{k}']:.3f}" for k in ks] + [f"{o['mrr']:.3f}"]
+        cells = [f"{o[f'recall@{k}']:.3f}" for k in ks] + [f"{o[f'mrr@{ks[0]}']:.3f}"]
         for c in cats:
             b = r["by_category"].get(c)
             cells.append(f"{b[f'recall@{ks[0]}']:.2f} / {b[f'recall@{ks[-1]}']:.2f}" if b else "")
@@ -103,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--docs", required=True)
     p.add_argument("--questions", required=True)
     p.add_argument("--k", type=int, action="append", default=None)
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=EvalConfig.embedder)
     p.add_argument("--only", action="append", default=None, help="run only configurations whose name contains this")
     p.add_argument("--ksweep", action="store_true", help="also the default's recall at k = 5, 10, 15, 30, 50")
     p.add_argument("--json", default=None, help="write every report to this file")

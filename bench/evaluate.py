@@ -2,9 +2,14 @@
 
 The format is ``shared/eval/FORMAT.md``: ``docs.jsonl`` and ``questions.jsonl``.
 Each scope gets its own store, built with one ``add``; each question is asked
-at its own ``as_of``. Scores compare the caller's keys, so ``--ranked-out``
-(one ``{"id", "ranked": [keys, best first]}`` line per question) can be
-re-scored by anyone.
+at its own ``as_of``, **once per requested k** (``query(..., k=k)``), and each
+k is scored on its own answer: recall@k, hit@k and MRR@k (1 / rank of the first
+evidence document in the k-answer). A k=10 answer is not the first 10 hits of a
+k=50 answer: the latest-date reserve takes the last 3 slots of every answer.
+``mrr`` (no suffix) is the MRR of the largest k, as ``shared/eval/FORMAT.md``
+defines it. Scores compare the caller's keys, so ``--ranked-out`` (one
+``{"id", "k", "ranked": [keys, best first]}`` line per question and k, the k's
+in increasing order after each other for a question) can be re-scored by anyone.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import mempp
-from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.jsonl import read_jsonl
 from mempp.progress import ProgressBar
 
@@ -27,14 +33,16 @@ from mempp.progress import ProgressBar
 class EvalConfig:
     ks: tuple[int, ...] = (10, 50)
     weights: tuple[float, float, float] = DEFAULT_WEIGHTS
-    depth: int = DEFAULT_DEPTH
+    depth: int | None = None  # None: the store's default (50, or 2k above k = 25)
     reserve: bool = True
     legs: tuple[str, ...] | None = None
-    embedder: str = "minilm"
+    embedder: str = model_spec(DEFAULT_MODEL).alias  # a name of EMBEDDER_CHOICES
     context: tuple[float, ...] = DEFAULT_CONTEXT
     context_length: float | None = None
     context_mode: str = DEFAULT_CONTEXT_MODE
     question_dates: bool = False
+    siblings: int = DEFAULT_SIBLINGS  # thread stage: largest thread whose siblings follow a hit (0: off)
+    reserve_rule: str = DEFAULT_RESERVE_RULE  # "relevant" or "paper"
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
     window_stride: int | None = None  # index time: window vectors for long documents
@@ -43,9 +51,11 @@ class EvalConfig:
 # The reference's settings as closely as our parts allow (its lexical leg is PostgreSQL's
 # ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None),
+    "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
+                  siblings=0, reserve_rule="paper"),
     # LoCoMo settings of the paper: weights 1,1,2 and 200 candidates per leg
-    "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None),
+    "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
+                         siblings=0, reserve_rule="paper"),
 }
 
 
@@ -72,21 +82,18 @@ def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]]
     return dict(by_scope), dict(qs)
 
 
-def score(ranked: Sequence[str], evidence: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
-    """Recall@k, hit@k for each k, and MRR within the largest k."""
+def score(answers: Mapping[int, Sequence[str]], evidence: Sequence[str]) -> dict[str, float]:
+    """Recall@k, hit@k and MRR@k of each k from **its own answer** ``answers[k]`` (the ranked keys
+    of a query asked with that k; only its first k count), and ``mrr``: MRR@k of the largest k."""
     gold = set(evidence)
     out: dict[str, float] = {}
-    for k in ks:
-        top = set(ranked[:k])
-        found = len(gold & top)
+    for k in sorted(answers):
+        ranked = list(answers[k])[:k]
+        found = len(gold & set(ranked))
         out[f"recall@{k}"] = found / len(gold)
         out[f"hit@{k}"] = 1.0 if found else 0.0
-    rr = 0.0
-    for i, key in enumerate(ranked[: max(ks)]):
-        if key in gold:
-            rr = 1.0 / (i + 1)
-            break
-    out["mrr"] = rr
+        out[f"mrr@{k}"] = next((1.0 / (i + 1) for i, key in enumerate(ranked) if key in gold), 0.0)
+    out["mrr"] = out[f"mrr@{max(answers)}"]
     return out
 
 
@@ -97,11 +104,10 @@ def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def make_embedder(name: str):
-    if name == "minilm":
-        return mempp.OnnxEmbedder()
-    if name == "hash":
-        return mempp.HashEmbedder()
-    raise mempp.ValidationError(f"unknown embedder {name!r} (minilm or hash)", field="embedder")
+    """The embedder called ``name``: a shipped model's alias or name (``minilm``, ``bge-small``), or ``hash``."""
+    if name not in EMBEDDER_CHOICES:
+        raise mempp.ValidationError(f"unknown embedder {name!r} ({', '.join(EMBEDDER_CHOICES)})", field="embedder")
+    return mempp.HashEmbedder() if name == "hash" else mempp.OnnxEmbedder(model=name)
 
 
 def evaluate(
@@ -119,7 +125,6 @@ def evaluate(
     doc_groups, q_groups = load(docs, questions)
     embedder = embedder or make_embedder(config.embedder)
     per_q: list[tuple[str, dict[str, float]]] = []
-    kmax = max(config.ks)
     n_docs = sum(len(v) for v in doc_groups.values())
     n_q = sum(len(v) for v in q_groups.values())
     timing = {"ingest_s": 0.0, "query_s": 0.0}
@@ -141,27 +146,31 @@ def evaluate(
                     timing["ingest_s"] += time.perf_counter() - t
                     qs = q_groups.get(scope, [])
                     t = time.perf_counter()
-                    vecs = embedder.embed([q["text"] for q in qs]) if qs and config.weights[2] else None
+                    vecs = embed_queries(embedder, [q["text"] for q in qs]) if qs and config.weights[2] else None
                     for j, q in enumerate(qs):
-                        hits = store.query(
-                            q["text"],
-                            as_of=q.get("as_of"),
-                            k=kmax,
-                            weights=config.weights,
-                            depth=config.depth,
-                            reserve=config.reserve,
-                            legs=config.legs,
-                            context=config.context,
-                            context_length=config.context_length,
-                            context_mode=config.context_mode,
-                            question_dates=config.question_dates,
-                            embedding=None if vecs is None else vecs[j],
-                        )
-                        ranked = [h.key for h in hits]
-                        if out_f:
-                            out_f.write(json.dumps({"id": q["id"], "ranked": ranked}, ensure_ascii=False) + "\n")
+                        answers: dict[int, list[str]] = {}
+                        for k in config.ks:  # one query per k: the reserve makes a k-answer more than a prefix
+                            hits = store.query(
+                                q["text"],
+                                as_of=q.get("as_of"),
+                                k=k,
+                                weights=config.weights,
+                                depth=config.depth,
+                                reserve=config.reserve,
+                                legs=config.legs,
+                                context=config.context,
+                                context_length=config.context_length,
+                                context_mode=config.context_mode,
+                                question_dates=config.question_dates,
+                                siblings=config.siblings,
+                                reserve_rule=config.reserve_rule,
+                                embedding=None if vecs is None else vecs[j],
+                            )
+                            answers[k] = [h.key for h in hits]
+                            if out_f:
+                                out_f.write(json.dumps({"id": q["id"], "k": k, "ranked": answers[k]}, ensure_ascii=False) + "\n")
                         if q.get("evidence"):
-                            per_q.append((str(q.get("category")), score(ranked, q["evidence"], config.ks)))
+                            per_q.append((str(q.get("category")), score(answers, q["evidence"])))
                         query_bar.update(1)
                     timing["query_s"] += time.perf_counter() - t
     finally:
@@ -185,7 +194,7 @@ def evaluate(
 
 def format_report(report: dict[str, Any]) -> str:
     ks = report["k"]
-    cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit")] + ["mrr"]
+    cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit", "mrr")]
     head = f"{'category':<22}{'n':>6}" + "".join(f"{c:>11}" for c in cols)
     lines = [head, "-" * len(head)]
     for cat, row in report["by_category"].items():
@@ -193,9 +202,12 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append("-" * len(head))
     lines.append(f"{'overall':<22}{report['questions']:>6}" + "".join(f"{report['overall'].get(c, 0):>11.3f}" for c in cols))
     cfg = report["config"]
+    if "baseline" in cfg:
+        lines.append(f"baseline={cfg['baseline']} embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s")
+        return "\n".join(lines)
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"

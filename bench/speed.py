@@ -90,10 +90,12 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
         bar.update(len(docs))
     bar.close()
     inactive = np.flatnonzero(~np.asarray(w.active))
-    retired_by = (inactive + 1) % n  # any other document; the event is what retires it
+    active = np.flatnonzero(np.asarray(w.active))
+    retired_by = active[np.arange(len(inactive)) % max(len(active), 1)]  # any active document; the event is what retires it
     before = str(np.datetime64(DAY0 - 1, "D"))
     t = time.perf_counter()
-    store.supersede_many([(int(o), int(r), before) for o, r in zip(inactive, retired_by)])
+    # before every document's own date (the workload's inactive documents are never valid): asked for
+    store.supersede_many([(int(o), int(r), before) for o, r in zip(inactive, retired_by)], backdate=True)
     sup_s = time.perf_counter() - t
     out = {
         "ingest_docs_per_s": round(n / add_s, 1),

@@ -11,10 +11,12 @@ import json
 import sys
 from typing import Sequence
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError, ValidationError
 
 LEG_NAMES = ("lexical", "tag", "vector")
+DEFAULT_ALIAS = model_spec(DEFAULT_MODEL).alias
 
 
 def _weights(s: str) -> tuple[float, float, float]:
@@ -67,17 +69,19 @@ def _wait_arg(p: argparse.ArgumentParser) -> None:
                    help="if another writer holds the store, wait up to this long for it (default: fail at once)")
 
 
-def _embedder(name: str):
-    from .embedder import HashEmbedder, OnnxEmbedder
+def _embedder(name: str | None):
+    """``--embedder``: None (the store's model, or the default for a new store), "hash", or a shipped
+    model's name, which the store loads on first use."""
+    from .embedder import HashEmbedder
 
-    return {"minilm": OnnxEmbedder, "hash": HashEmbedder}[name]()
+    return HashEmbedder() if name == "hash" else name
 
 
 def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
     d = (lambda v: v) if defaults else (lambda v: None)
     p.add_argument("--weights", type=_weights, default=d(DEFAULT_WEIGHTS), help="lexical,tag,vector fusion weights (default 2,1,1)")
-    p.add_argument("--depth", type=int, default=d(DEFAULT_DEPTH), help="candidates per leg (default 50)")
+    p.add_argument("--depth", type=int, default=None, help=f"candidates per leg (default {DEFAULT_DEPTH}, or 2k above k = 25)")
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")
     p.add_argument("--context", type=_floats, default=d(DEFAULT_CONTEXT),
@@ -87,6 +91,10 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="thread context counts fully for documents of at most this many terms, less for longer ones")
     p.add_argument("--question-dates", action="store_const", const=True, default=d(False),
                    help="without --as-of, a date named in the question bounds it")
+    p.add_argument("--siblings", type=int, default=d(DEFAULT_SIBLINGS),
+                   help=f"thread stage: a hit's thread follows it when the thread holds at most this many documents (default {DEFAULT_SIBLINGS}; 0 off)")
+    p.add_argument("--reserve-rule", choices=("relevant", "paper"), default=d(DEFAULT_RESERVE_RULE),
+                   help="which documents may take the 3 reserve slots: relevant (lexical matches near the top; default) or paper (any match)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Parquet or Arrow: take each document's embedding from this column (and NAME_windows, its window "
                    "vectors) instead of embedding it (`mempp embed` writes 'embedding')")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default=None, help="model for a new store (default minilm)")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _wait_arg(p)
 
@@ -171,11 +180,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
     p.add_argument("--docs", required=True, help="documents, JSON Lines in the shared/eval format (one store is built per scope)")
     p.add_argument("--questions", required=True, help="questions, JSON Lines in the shared/eval format")
-    p.add_argument("--k", type=int, action="append", default=None, help="cut-off (repeatable; default 10 and 50)")
+    p.add_argument(
+        "--k", type=int, action="append", default=None,
+        help="cut-off (repeatable; default 10 and 50); every question is asked once per k and each k scored on its own answer",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--ranked-out", default=None, help="write {id, ranked: [keys]} per question to this file")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm", help="minilm: the real model (default); hash: model-free, for quick runs")
+    p.add_argument(
+        "--ranked-out", default=None,
+        help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
+    )
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"embedding model: minilm, bge-small (or their full names; default {DEFAULT_ALIAS}); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--baseline", choices=("bm25", "rrf-siblings"), default=None,
+        help="score a plain baseline instead of mempp (bench/baseline.py): bm25, or rrf-siblings (issue 18's BM25 + best-window vector, RRF 1/4, thread siblings)",
+    )
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
     p.add_argument("--embed-template", default=None, help='index time: what to embed, e.g. "{author}: {text}"')
@@ -183,9 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     _ranking_args(p, defaults=False)
 
     p = sub.add_parser("demo", help="build a store from the bundled fictional company and ask it questions")
-    p.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
-                   help="minilm: the real model (default); hash: a model-free embedder, for a quick look")
+    p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
+                   help=f"embedding model: minilm, bge-small (default {DEFAULT_ALIAS}); hash: a model-free embedder, for a quick look")
     p.add_argument("--k", type=_positive, default=5, help="evidence documents shown per question (default 5)")
+
+    p = sub.add_parser("warmup", help="compile (or load) every kernel now, as a service does at deploy time")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -329,6 +352,8 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         context=args.context,
         context_length=args.context_length,
         context_mode=args.context_mode,
+        siblings=args.siblings,
+        reserve_rule=args.reserve_rule,
         question_dates=args.question_dates,
     )
 
@@ -499,9 +524,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
+    if args.baseline:
+        from mempp.bench.baseline import evaluate_baseline
+
+        report = evaluate_baseline(args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder, ranked_out=args.ranked_out)
+        print(json.dumps(report) if args.json else format_report(report))
+        return 0
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
+        siblings=args.siblings, reserve_rule=args.reserve_rule,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
@@ -517,6 +549,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from mempp.kernels import _numba_cache, _warm
+
+    got = _warm.compile_all()
+    if not args.quiet:
+        print(f"{got['compiled']} kernel signatures ready in {got['seconds']} s (cache: {_numba_cache.cache_root()})")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from mempp.bench.speed import main as bench_main
 
@@ -525,7 +566,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
-    "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "bench": cmd_bench,
+    "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
+    "bench": cmd_bench,
 }
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,9 +14,11 @@ TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
 # organizational benchmark both, lexical-heavy fusion with thread context ("max" mode) beats
 # the paper's weights 1,1,4 (`mempp eval --preset paper` keeps those).
 DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector
-DEFAULT_DEPTH = 50
+DEFAULT_DEPTH = 50  # candidates per leg; a query for more than 25 documents gets 2k (depth=None, the default)
 DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"
+DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
+DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,10 @@ class IndexConfig:
     ``embed_template``: the string embedded for each document, e.g. ``"{author}: {text}"``
     (fields: text, author, date (YYYY-MM-DD), thread, channel, source; a missing value is
     empty). None embeds the text alone, as the reference does.
-    ``window_stride``: None embeds the first window (256 tokens) only, as the reference
-    does; a number also embeds windows starting every that many tokens, and a document
-    scores as its best window in the vector leg.
+    ``window_stride``: None embeds the first window only (the model's: 256 tokens for
+    all-MiniLM-L6-v2, 512 for bge-small-en-v1.5), as the reference does; a number also embeds
+    windows of the model's size (less its two framing tokens) starting every that many
+    tokens (at most the window), and a document scores as its best window in the vector leg.
     ``vector_copy``: ``"int8"`` (the default) also stores an int8 copy of each embedding (a
     quarter of the bytes), which the vector leg scans first and then rescores exactly, with
     a certificate that the result equals the float32 scan's; None stores float32 only.

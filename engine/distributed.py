@@ -79,13 +79,15 @@ def _store_info(store: Any, index: IndexConfig | None, model: dict | None) -> tu
 
 
 def _make_embedder(info: dict, device: str | None, threads: int | None):
-    from .embedder import DEFAULT_MODEL_ID, OnnxEmbedder, embedder_for
+    """The store's embedder on a worker (a shipped model with ``threads`` and ``device``)."""
+    from .embedder import MODELS, OnnxEmbedder, embedder_for
 
-    if info.get("model_id") == DEFAULT_MODEL_ID:
-        emb = OnnxEmbedder(threads=threads, device=device)
-        if device == "cuda" and "CUDAExecutionProvider" not in emb.providers:
-            raise EmbedderError("a GPU was asked for but ONNX Runtime's CUDA provider is not active on this worker (onnxruntime-gpu?)")
-        return emb
+    spec = next((m for m in MODELS.values() if m.model_id == info.get("model_id")), None)
+    if spec is not None:
+        recorded = info.get("model_sha256")
+        if recorded is not None and recorded != spec.model_sha256:
+            raise EmbedderError(f"the store's model {spec.model_id} has sha256 {recorded}; this mempp ships {spec.model_sha256}")
+        return OnnxEmbedder(model=spec.name, threads=threads, device=device)  # raises when CUDA is asked for and not active
     emb = embedder_for(info)
     if emb is None:
         raise EmbedderError(f"mempp cannot recreate the model {info.get('model_id')!r} on a worker")
@@ -356,16 +358,21 @@ def score(
             want_vec = bool(opts[0].weights[2])
             for start in range(0, len(texts), step):
                 stop = min(len(texts), start + step)
+                blank = [False] * (stop - start)
                 if vecs is not None:
                     qv = np.stack([check_vector(v, st.dim) for v in vecs[start:stop]]) if want_vec else None
-                else:
+                elif want_vec:
                     t = time.perf_counter()
-                    qv = st._embed_chunk(texts[start:stop]) if want_vec else None
+                    qv, blank = st._embed_chunk(texts[start:stop])  # query_batch's own call: the same vectors
                     embed_s += time.perf_counter() - t
+                else:
+                    qv = None
                 for a in range(start, stop, SHARD_CHUNK):
                     b = min(stop, a + SHARD_CHUNK)
                     batches.append(
-                        driver.score_chunk(call, a, texts[a:b], opts[a:b], None if qv is None else qv[a - start : b - start])
+                        driver.score_chunk(
+                            call, a, texts[a:b], opts[a:b], None if qv is None else qv[a - start : b - start], blank[a - start : b - start]
+                        )
                     )
                     if progress is not None:
                         progress(b - a)

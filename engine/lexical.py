@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, moments_of_parts, sparse_moment_parts, with_neighbours
+from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, sparse_moments, with_neighbours
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.storage import Snapshot
 
@@ -65,7 +65,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
     if not context:
         return _lexical_topk(snap, ids, mask, opt.depth, score_for, info)
-    scores, touched, n, bounds = bm25_touched(snap, ids, mask)
+    scores, touched, n = bm25_touched(snap, ids, mask)
     depth = opt.depth
     out_ids = np.empty(depth, dtype=np.int64)
     if info is not None:
@@ -73,7 +73,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     if n:
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
-        mu, sigma = sparse_moments_by_segment(scores, touched, bounds, n_cand)
+        mu, sigma = sparse_moments(scores, touched, n, n_cand)
         pool = np.empty(n * (2 * len(betas) + 1), dtype=np.int64)
         seen = np.zeros(snap.n_docs, dtype=np.uint8)
         m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
@@ -95,8 +95,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
 
 def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarray | None = None):
     """Every candidate's BM25 score for the terms ``ids``, accumulated sparsely in this thread's
-    scratch buffer: ``(scores, touched, n, bounds)``; ``touched[:n]`` are the documents holding a
-    term, segment after segment, ``touched[bounds[i]:bounds[i + 1]]`` those of segment ``i``.
+    scratch buffer: ``(scores, touched, n)``; ``touched[:n]`` are the documents holding a term.
     The caller must ``clear_touched(scores, touched, n)`` when done (the scratch is all zero
     between queries). ``df``: the terms' document frequencies over the whole store when this
     snapshot holds part of it (distributed scoring; default: its own), with which the idf and,
@@ -115,27 +114,17 @@ def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarr
     scores = full[: snap.n_docs]
     n = 0
     avgdl = snap.avg_length
-    bounds = np.zeros(len(looked) + 1, dtype=np.int64)
     try:
-        for i, (entry, starts, ends, dfs) in enumerate(looked):
+        for entry, starts, ends, dfs in looked:
             if dfs.any():
                 post = entry.postings
                 n = bm25_accumulate(
                     post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
                 )
-            bounds[i + 1] = n
     except BaseException:
         _buffers.__dict__.pop("scores", None)  # an interrupted kernel may leave it dirty: a fresh one next time
         raise
-    return scores, touched, n, bounds
-
-
-def sparse_moments_by_segment(scores: np.ndarray, touched: np.ndarray, bounds: np.ndarray, n_cand: int) -> tuple[float, float]:
-    """(mean, sd) of the scores over ``n_cand`` candidates of which only ``touched`` are non-zero,
-    summed per segment and then across segments (``kernels.context.moments_of_parts``)."""
-    parts = np.empty((len(bounds) - 1, 2), dtype=np.float64)
-    sparse_moment_parts(scores, touched, bounds, parts)
-    return moments_of_parts(parts, n_cand)
+    return scores, touched, n
 
 
 def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:

@@ -30,6 +30,8 @@ class QueryOptions:
     context_length: float | None = None  # neighbours count fully for documents of at most this many terms
     context_max: bool = False  # a neighbour lifts a document to betas[h] x its score, not by it (see kernels.context)
     ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
+    siblings: int = 0  # thread stage: members of threads of at most this many documents are lifted (0: off; mempp.threads)
+    reserve_rule: str = "paper"  # which documents may take a reserve slot: "paper" (any matched) or "relevant" (mempp.threads)
 
 
 

@@ -3,7 +3,7 @@
 Owns :func:`run`, the glue that runs the stages in order and records the plan (``explain``).
 The stages live in their own modules: ``candidates`` (masks: the temporal rules and filters),
 ``lexical``, ``tags``, ``vector`` and ``vector_batch`` (the legs), ``fusion`` (RRF and the
-latest-date reserve), ``options`` (:class:`QueryOptions`). Their public names are re-exported
+latest-date reserve), ``threads`` (the thread stage and the reserve's rule), ``options`` (:class:`QueryOptions`). Their public names are re-exported
 here for callers of ``mempp.planner``. It must never import the store or the CLI.
 """
 
@@ -20,13 +20,14 @@ from .fusion import fuse
 from .lexical import B, K1, lexical_leg
 from .options import QueryOptions, context_scale
 from .tags import NameMatcher, tag_leg
+from .threads import choose
 from .types import LEGS
-from .vector import RESCORE, KEEP_PER_CANDIDATES, ann_cost_ms, ann_request, exact_cost_ms, int8_keep, vector_leg
+from .vector import RESCORE, KEEP_PER_CANDIDATES, ann_cost_ms, ann_request, ann_searches, exact_cost_ms, int8_keep, vector_leg
 from .vector_batch import BATCH_BLOCK, BATCH_KEEP_BASE, BATCH_KEEP_PER_CANDIDATES, vector_legs
 
 __all__ = [
     "B", "BACKGROUND_INDEX_DOCS", "BATCH_BLOCK", "BATCH_KEEP_BASE", "BATCH_KEEP_PER_CANDIDATES", "K1", "KEEP_PER_CANDIDATES",
-    "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "candidate_mask", "context_scale", "date_bounds",
+    "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
     "exact_cost_ms", "int8_keep", "lexical_leg", "run", "tag_leg", "valid_index", "vector_leg", "vector_legs",
 ]
 
@@ -78,7 +79,11 @@ def run(
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
-    chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
+    if opt.siblings or (opt.reserve and opt.reserve_rule != "paper"):
+        _, fused = fuse(rankings, weights, snap.dates, NAT, 0, False)
+        chosen = choose(snap, fused, rankings, mask, opt, NAT, question)  # the thread stage, then the reserve by its rule
+    else:
+        chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3
     legs = {
         leg: {"weight": weights[leg], "returned": len(ranked_lists.get(leg, ()))}

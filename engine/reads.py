@@ -15,8 +15,10 @@ import numpy as np
 
 from mempp.storage import Snapshot
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_WEIGHTS
+from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .threads import RESERVE_RULES
 from .dates import from_us, to_us
+from .embedder import embed_queries
 from .errors import ValidationError
 from .ingest import check_vector
 from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
@@ -55,10 +57,12 @@ class ReadPath:
 
     def _options(
         self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
-        context_mode, vector_index="auto",
+        context_mode, vector_index="auto", siblings=DEFAULT_SIBLINGS, reserve_rule=DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
+        if depth is None:
+            depth = max(DEFAULT_DEPTH, 2 * int(k))  # each leg returns enough for the answer's size
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValidationError(f"expected an integer >= 1, got {depth!r}", field="depth")
         if isinstance(weights, dict):
@@ -90,8 +94,14 @@ class ReadPath:
             isinstance(context_length, bool) or not isinstance(context_length, (int, float)) or not context_length > 0
         ):
             raise ValidationError(f"expected a number > 0 or None, got {context_length!r}", field="context_length")
+        if isinstance(siblings, bool) or not isinstance(siblings, (int, np.integer)) or siblings < 0:
+            raise ValidationError(f"expected an integer >= 0, got {siblings!r}", field="siblings")
+        if reserve_rule not in RESERVE_RULES:
+            raise ValidationError(f"expected one of {list(RESERVE_RULES)}, got {reserve_rule!r}", field="reserve_rule")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
+            siblings=int(siblings),
+            reserve_rule=reserve_rule,
             context=ctx if any(ctx) else (),
             context_length=None if context_length is None else float(context_length),
             context_max=_context_mode(context_mode),
@@ -120,7 +130,7 @@ class ReadPath:
         date_from: Any = None,
         date_to: Any = None,
         weights: Sequence[float] | dict[str, float] = DEFAULT_WEIGHTS,
-        depth: int = DEFAULT_DEPTH,
+        depth: int | None = None,
         reserve: bool = True,
         legs: Iterable[str] | None = None,
         embedding: Any = None,
@@ -129,12 +139,17 @@ class ReadPath:
         context_mode: str = DEFAULT_CONTEXT_MODE,
         question_dates: bool = False,
         vector_index: str = "auto",
+        siblings: int = DEFAULT_SIBLINGS,
+        reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
         ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
         ``weights``: (lexical, tag, vector) or a dict (default 2, 1, 1; the paper's is 1, 1, 4);
         a weight of 0 (or a leg left out of ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        A blank ``text`` (empty or whitespace only) is not embedded: it has no words and no
+        vector to rank by, so it gets no hits unless ``embedding`` is given (then the vector
+        leg ranks by that). :meth:`query_batch` follows the same rule.
         ``context``: thread-context weights for neighbours 1, 2, 3 steps away in the document's
         thread (default ``(0.8, 0.6, 0.4)``; ``()`` turns it off), applied to the lexical and
         vector legs' z-scored scores.
@@ -142,6 +157,12 @@ class ReadPath:
         terms and proportionally less for longer ones (None: fully for all). ``context_mode``:
         ``"max"`` (default) lifts a document only up to its best neighbour's weighted score;
         ``"sum"`` adds the neighbours' weighted scores.
+        ``depth``: candidates each leg returns; None (default): 50, or 2k for k above 25.
+        ``siblings``: the thread stage: each candidate of a thread of at most this many documents
+        (default 8; 0 turns it off) rises to 0.7 of the best fused score among its thread's other
+        members (``mempp.threads``). ``reserve``: the last 3 slots go to the latest-dated documents
+        ``reserve_rule`` lets in: ``"relevant"`` (default) strong lexical matches (BM25 at least 0.7
+        of the best) within the first 3k places, ``"paper"`` any document a leg matched.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (:meth:`build_ann`), ``"auto"``
@@ -162,14 +183,14 @@ class ReadPath:
         opt = self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
             if embedding is not None:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
-                qvec = self.embedder.embed([text])[0]
+                qvec = embed_queries(self.embedder, [text])[0]
         hits = self._execute(text, qvec, opt, snap)
         if from_question and hits.plan is not None:
             hits.plan = replace(hits.plan, as_of_from_question=True)
@@ -252,10 +273,13 @@ class ReadPath:
         Columns: query (its index), rank, doc_id, key, score (fused), reserved, and rank_lexical,
         rank_tag, rank_vector (null where that leg did not return the document). The same hits
         as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
-        or one per query; query embeddings are computed in batches unless given. Within a
+        or one per query; query embeddings are computed in batches unless given. A blank
+        question (empty or whitespace only) is not embedded and, as with :meth:`query`, has no
+        rows unless its embedding is given. Within a
         chunk the vector leg is one pass over each block of documents for all its queries (the int8
         copy, or a float32 matrix product; ``planner.vector_legs``), certified equal to the
-        single-query exact scan; ANN indexes are not used in a batch.
+        single-query exact scan; a query whose vector leg searches an ANN index
+        (``vector_index``, the cost model) is answered by it alone, as :meth:`query` answers it.
         """
         import pyarrow as pa
 
@@ -284,10 +308,11 @@ class ReadPath:
         for start in range(0, len(texts), chunk):
             part = range(start, min(len(texts), start + chunk))
             qv = None
+            blank = [False] * len(part)
             if vecs is not None:
                 qv = vecs[start : part.stop]
             elif texts and snap.n_docs and opts[0].weights[2]:
-                qv = self._embed_chunk([texts[i] for i in part])
+                qv, blank = self._embed_chunk([texts[i] for i in part])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
@@ -298,7 +323,7 @@ class ReadPath:
                 vec_rank = vector_legs(snap, qv, masks, popts, counts) if qv is not None else [None] * len(part)
                 for j, qi in enumerate(part):
                     chosen, fused, rankings, _ = run(
-                        snap, texts[qi], None if qv is None else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
+                        snap, texts[qi], None if qv is None or blank[j] else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
                         n_cand=int(counts[j]),
                     )
                     hit_rows(cols, qi, chosen, fused, rankings)
@@ -307,10 +332,17 @@ class ReadPath:
                 progress(len(part))
             yield pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
 
-    def _embed_chunk(self, texts: list[str]) -> np.ndarray:
-        """The query vectors of one chunk of a batch (one embedder call per chunk: the same vectors
-        wherever the chunk is embedded, ``mempp.distributed`` included)."""
-        return self.embedder.embed(texts)
+    def _embed_chunk(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+        """The query vectors of one chunk of a batch and which questions are blank (one embedder
+        call per chunk: the same vectors wherever the chunk is embedded, ``mempp.distributed``
+        included). As in :meth:`query`, a blank question is not embedded (its row stays zero) and
+        its vector leg is off."""
+        blank = [not t.strip() for t in texts]
+        qv = np.zeros((len(texts), self.dim), dtype=np.float32)
+        worded = [j for j, b in enumerate(blank) if not b]
+        if worded:
+            qv[worded] = embed_queries(self.embedder, [texts[j] for j in worded])
+        return qv, blank
 
     def _batch_options(self, as_ofs: list, **kwargs: Any) -> list[QueryOptions]:
         """:meth:`_query_options` of every ``as_of``, the other options checked once (they are shared)."""
@@ -333,15 +365,15 @@ class ReadPath:
         return out
 
     def _query_options(
-        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: int = DEFAULT_DEPTH, reserve: bool = True,
+        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: Any = None, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
-        vector_index: str = "auto",
+        vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,
     ) -> QueryOptions:
         return self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
-            context_mode=context_mode, vector_index=vector_index,
+            context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
 
 

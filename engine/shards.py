@@ -10,7 +10,8 @@ changes a score. :class:`Shard` answers a driver's rounds for a chunk of queries
 
 1. :meth:`Shard.first`: candidate masks; per query, each leg's result on the shard: a plain
    leg's top ``depth`` with exact scores; for a leg with thread context (or window vectors) its
-   per-segment moment sums, its population, and its top ``M`` raw scores;
+   fixed-point moment sums (``kernels.context.fixed_sums``: integers, so the shards' parts add
+   up to the whole store's exactly), its population, and its top ``M`` raw scores;
 2. :meth:`Shard.top`: a larger top ``M`` of such a leg, from what round 1 kept;
 3. :meth:`Shard.fetch`: candidate bits and raw scores of given documents;
 4. :meth:`Shard.release`: forget the chunk.
@@ -27,20 +28,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mempp.kernels import clear_touched, dense_moment_parts, sparse_moment_parts
+from mempp.kernels import clear_touched, fixed_sums, fixed_sums_masked
 from mempp.storage import Snapshot, StoreError, read_state
 
 from .candidates import candidate_mask
 from .lexical import bm25_touched, lexical_doc_scores, lexical_top_scored
 from .options import QueryOptions
 from .tags import tag_leg
-from .vector import _rescore, dense_scores, segment_starts, vector_leg
+from .vector import _rescore, dense_scores, vector_leg
 from .vector_batch import vector_legs
 from .versions import pinned
 
 # How each leg runs on a shard (set per query by the driver).
 OFF, PLAIN, ZSCORED = 0, 1, 2
-SHARD_FILES = ("docs", "post", "index", "win", "q8")  # what a shard maps of its units (dictionary and log: the driver's)
+SHARD_FILES = ("docs", "post", "index", "win", "q8")  # what a shard maps of its units (log: the driver's; dictionary: see open_shard)
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,20 @@ def open_shard(spec: ShardSpec) -> ShardView:
         raise StoreError(
             f"{path}: the units of version {spec.version} changed since the driver opened it (a merge); run again"
         )
-    units = [replace(u, files={k: f for k, f in u.files.items() if k in SHARD_FILES}) for u in units]
     n = sum(u.n_docs if cut is None else max(0, min(u.n_docs, cut.n_docs - u.first_doc)) for u in units)
-    sub = replace(state, units=units, anns=[], n_docs=n, n_sup=0, n_terms=0)
+    if all("post" in u.files for u in units):
+        units = [replace(u, files={k: f for k, f in u.files.items() if k in SHARD_FILES}) for u in units]
+        sub = replace(state, units=units, anns=[], n_docs=n, n_sup=0, n_terms=0)
+    else:
+        # A small unit (a commit of under 64 documents) has no postings file: its postings are
+        # made at open from its text with the version's term dictionary, so the shard maps every
+        # unit's dictionary file too (dictionaries only, outside its own units).
+        units = [
+            replace(u, files={k: f for k, f in u.files.items() if (k in SHARD_FILES and u.files["docs"].name in wanted) or k == "dict"})
+            if "docs" in u.files else replace(u, files={k: f for k, f in u.files.items() if k == "dict"})
+            for u in state.units
+        ]
+        sub = replace(state, units=[u for u in units if u.files], anns=[], n_docs=n, n_sup=0)
     snap = Snapshot(path, sub, cut=cut)
     if snap.n_docs != spec.n_docs or (snap.segments and snap.segments[0].base != spec.first_doc):
         raise StoreError(f"{path}: shard holds documents {snap.segments[0].base if snap.segments else 0}.. "
@@ -139,9 +151,9 @@ class Scored:
 
 @dataclass
 class Moments:
-    """Round 1 of a z-scored leg on one shard: per-segment sums, population, top ``M`` raw scores."""
+    """Round 1 of a z-scored leg on one shard: moment sums, population, top ``M`` raw scores."""
 
-    parts: np.ndarray  # (segments, 2) float64
+    sums: np.ndarray  # int64[4]: kernels.context.fixed_sums of the leg's scores over the shard's candidates
     population: int  # documents with a score: touched (lexical) or candidates (vector)
     top: Scored
 
@@ -231,29 +243,27 @@ class Shard:
                 out[j].vector = Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
             elif q.vector == ZSCORED and qvecs is not None:
                 dense = dense_scores(view, qvecs[j], masks[j])
-                starts = segment_starts(view)
-                parts = np.empty((len(starts) - 1, 2), dtype=np.float64)
-                dense_moment_parts(dense, masks[j], starts, parts)
+                sums = np.zeros(4, dtype=np.int64)
+                fixed_sums_masked(dense, masks[j], sums)
                 kept.vector[j] = dense
-                out[j].vector = Moments(parts, int(counts[j]), self._vector_top(kept, j, q.top))
+                out[j].vector = Moments(sums, int(counts[j]), self._vector_top(kept, j, q.top))
         return out
 
     def _lexical_moments(self, kept: _Kept, j: int, q: LegQuery, mask: np.ndarray) -> Moments:
         view = self.view
-        n_seg = len(view.segments)
+        sums = np.zeros(4, dtype=np.int64)
         if len(q.terms) == 0 or view.n_docs == 0:
             kept.lexical[j] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-            return Moments(np.zeros((n_seg, 2)), 0, Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
-        scores, touched, n, bounds = bm25_touched(view, q.terms, mask, q.df)
+            return Moments(sums, 0, Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
+        scores, touched, n = bm25_touched(view, q.terms, mask, q.df)
         try:
-            parts = np.empty((n_seg, 2), dtype=np.float64)
-            sparse_moment_parts(scores, touched, bounds, parts)
+            fixed_sums(scores, touched, n, sums)
             ids = np.sort(touched[:n])
             vals = scores[ids].copy()
         finally:
             clear_touched(scores, touched, n)
         kept.lexical[j] = (ids, vals)
-        return Moments(parts, n, self._lexical_top(kept, j, q.top))
+        return Moments(sums, n, self._lexical_top(kept, j, q.top))
 
     def _lexical_top(self, kept: _Kept, j: int, m: int) -> Scored:
         ids, vals = kept.lexical[j]
@@ -271,13 +281,16 @@ class Shard:
         return [self._lexical_top(kept, j, m) if leg == "lexical" else self._vector_top(kept, j, m) for j, leg, m in wants]
 
     def fetch(self, chunk: int, wants: Sequence[tuple[int, str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """For each ``(query, leg, global ids in this shard)``: (candidate bits uint8, raw scores float32)."""
+        """For each ``(query, leg, global ids in this shard)``: (candidate bits uint8, raw scores float32);
+        leg ``"mask"``: the candidate bits alone (no scores)."""
         kept = self._chunks[chunk]
         out = []
         for j, leg, ids in wants:
             local = np.asarray(ids, dtype=np.int64) - self.lo
             bits = kept.masks[j][local]
-            if leg == "lexical":
+            if leg == "mask":  # candidate bits alone (the thread stage)
+                raw = np.zeros(0, dtype=np.float32)
+            elif leg == "lexical":
                 have, vals = kept.lexical[j]
                 pos = np.searchsorted(have, local)
                 pos_ok = np.minimum(pos, max(len(have) - 1, 0))

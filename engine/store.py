@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from mempp.storage.resident import Residency
 
 from .config import IndexConfig
 from .dates import from_us
-from .embedder import DEFAULT_MODEL_ID, Embedder, describe, embedder_for
+from .embedder import DEFAULT_MODEL, Embedder, describe, embedder_for, model_label, model_spec, same_model
 from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .ingest import FingerprintIndex
 from .planner import NameMatcher
@@ -43,8 +44,11 @@ from .types import Record
 from .versions import VersionsMixin, pinned
 from .writes import BackgroundMerges, WritePath
 
-DEFAULT_EMBEDDER = {"model_id": DEFAULT_MODEL_ID, "dim": 384, "max_tokens": 256}
-OPEN_RETRIES = 5  # a reader that finds a file gone re-reads CURRENT this many times (a writer merged it away)
+# The manifest record of a new store opened without an embedder (embedder.DEFAULT_MODEL).
+DEFAULT_EMBEDDER = model_spec(DEFAULT_MODEL).describe()
+OPEN_RETRY_SECONDS = 60.0  # a reader that finds a file gone re-reads CURRENT while it keeps moving (a
+# writer merged the file away), for at most this long: each retry sees a newer version, so it only
+# repeats while a writer commits and merges faster than this reader can map one version
 MERGE_MODES = ("background", "manual")
 
 
@@ -62,7 +66,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
         self,
         path: Path,
         snapshot: Snapshot,
-        embedder: Embedder | None,
+        embedder: Embedder | str | None,
         read_only: bool,
         analyzer: Analyzer,
         index: IndexConfig,
@@ -73,7 +77,9 @@ class Store(WritePath, ReadPath, VersionsMixin):
         meta = snapshot.meta
         self.index = IndexConfig.from_json(meta["index"]) if meta.get("index") else index
         self._snap = snapshot
-        self._embedder = embedder
+        # A shipped model named by a string is loaded on first use, like the store's own.
+        want = model_spec(embedder).describe() if isinstance(embedder, str) else describe(embedder) if embedder is not None else None
+        self._embedder = None if isinstance(embedder, str) else embedder
         self.read_only = read_only
         self._analyzer = snapshot.analyzer or analyzer
         self._lock = WriterLock(path)
@@ -101,13 +107,9 @@ class Store(WritePath, ReadPath, VersionsMixin):
         self._fps = FingerprintIndex()
         self._indexed = 0
         info = meta.get("embedder")
-        if embedder is not None and info is not None:
-            if embedder.model_id != info["model_id"] or int(embedder.dim) != int(info["dim"]):
-                raise EmbedderError(
-                    f"{path}: store was built with {info['model_id']} ({info['dim']}-d); "
-                    f"got {embedder.model_id} ({embedder.dim}-d)"
-                )
-        self._embedder_info = info or (describe(embedder) if embedder is not None else dict(DEFAULT_EMBEDDER))
+        if want is not None and info is not None and not same_model(info, want):
+            raise EmbedderError(f"{path}: store was built with {model_label(info)}; got {model_label(want)}")
+        self._embedder_info = info or want or dict(DEFAULT_EMBEDDER)
 
     # --- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -115,7 +117,7 @@ class Store(WritePath, ReadPath, VersionsMixin):
         cls,
         path: str | os.PathLike,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         read_only: bool = False,
         create: bool = True,
         version: int | None = None,
@@ -129,8 +131,13 @@ class Store(WritePath, ReadPath, VersionsMixin):
     ) -> "Store":
         """Open the store at ``path``, creating the directory if it is missing (unless ``create=False``).
 
-        ``embedder``: defaults to the model the store was built with (all-MiniLM-L6-v2 for a new
-        store), loaded on first use. ``version``: open that committed version, read-only.
+        ``embedder``: an embedder object, or the name of a model that ships with mempp
+        (``"all-MiniLM-L6-v2"``/``"minilm"``, ``"bge-small-en-v1.5"``/``"bge-small"``; see
+        ``mempp.embedder.MODELS``). It chooses the model of a new store, which the manifest
+        records (model id, dimension, window, model file sha256); an existing store keeps its
+        model, and naming another is an :class:`EmbedderError`. None: the model the store was
+        built with (``embedder.DEFAULT_MODEL`` for a new store). A shipped model loads on first use.
+        ``version``: open that committed version, read-only.
         ``as_known_at``: open, read-only, the newest version committed at or before that instant
         (transaction time; an ISO string, ``datetime`` or ``date``, with the library's one date
         policy: no time zone means UTC, an offset is converted, a date alone means the end of
@@ -164,6 +171,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
             raise ValidationError(f"expected True or False, got {resident!r}", field="resident")
         if merge not in MERGE_MODES:
             raise ValidationError(f"expected one of {list(MERGE_MODES)}, got {merge!r}", field="merge")
+        if isinstance(embedder, str):
+            model_spec(embedder)  # an unknown name fails before anything is created
         path = check_store_path(path)
         if not path.exists():
             if read_only or version is not None or as_known_at is not None or not create:
@@ -176,7 +185,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
             check_is_store(path)
         check_layout(path)
         pinned_at = version is not None or as_known_at is not None
-        for attempt in range(OPEN_RETRIES + 1):
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
             state = None
             try:
                 state = read_state(path)
@@ -185,14 +195,14 @@ class Store(WritePath, ReadPath, VersionsMixin):
                     state, cut = pinned(path, state, version, as_known_at)
                     read_only = True
                 check_manifest_names(path, state)
-                if state is not None and analyzer is not None and state.meta["analyzer"] != analyzer.to_json():
+                if state is not None and analyzer is not None and Analyzer.from_json(state.meta["analyzer"]) != analyzer:
                     raise StoreError(f"{path}: store was indexed with analyzer {state.meta['analyzer']}, not {analyzer.to_json()}")
                 if state is not None and index is not None and IndexConfig.from_json(state.meta.get("index")) != index:
                     raise StoreError(f"{path}: store was indexed with {state.meta.get('index')}, not {index.to_json()}")
                 snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut)
                 break
             except Vanished:
-                if attempt == OPEN_RETRIES or not _moved(path, state):
+                if time.monotonic() > deadline or not _moved(path, state):
                     raise
         store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
         store._on_corrupt = on_corrupt
@@ -211,7 +221,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
         if self._pinned:
             return self._snap.version
         check_layout(self.path)
-        for attempt in range(OPEN_RETRIES + 1):
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
             pointer = read_pointer(self.path)
             if pointer is None or pointer[0] <= self._snap.version:
                 return self._snap.version
@@ -224,9 +235,8 @@ class Store(WritePath, ReadPath, VersionsMixin):
                         self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt)
                     return self._snap.version
             except Vanished:
-                if attempt == OPEN_RETRIES or not _moved(self.path, state):
+                if time.monotonic() > deadline or not _moved(self.path, state):
                     raise
-        return self._snap.version
 
     def close(self) -> None:
         if self._closed:

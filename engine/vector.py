@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from mempp.kernels import (
-    TopK, context_topk, dense_moment_parts, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, moments_of_parts, rescore_exact,
+    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact,
 )
 from mempp.kernels.int8dot import Int8Query
 from mempp.storage import Snapshot
@@ -47,17 +47,11 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     segments = snap.segments
     ann_used: list[str] = []
     ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
-    ann = [a for a in getattr(snap, "ann", ()) if a.index is not None] if opt.ann != "exact" else []
+    ann = ann_searches(snap, mask, opt)
     if ann:
         covered = np.zeros(len(segments), dtype=bool)
-        for a in ann:
+        for a, n_cand, want in ann:
             lo, hi = a.first, a.first + a.n
-            n_cand = int(np.count_nonzero(mask[lo:hi]))
-            if n_cand == 0:
-                continue
-            want = ann_request(depth, n_cand, a.n)
-            if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
-                continue
             labels, _ = a.knn(query, want, ef=max(want, ANN_EF_MIN))
             hits = np.sort(labels[mask[labels].view(bool)])
             if len(hits) < min(depth, n_cand):
@@ -150,6 +144,27 @@ def int8_keep(depth: int, n_cand: int) -> int:
     return max(RESCORE * depth, depth + 100, n_cand // KEEP_PER_CANDIDATES)
 
 
+def ann_searches(snap: Snapshot, mask: np.ndarray, opt: QueryOptions) -> list:
+    """The ANN indexes :func:`vector_leg` searches for a query, as ``(index, candidates in its range,
+    neighbours to ask for)``: those loaded, holding candidates, and chosen by ``opt.ann`` (``"auto"``:
+    by the cost model). Empty when the leg needs the dense pass (thread context, windows) or
+    scans exactly."""
+    if opt.ann == "exact" or (opt.context and snap.has_threads) or snap.has_windows:
+        return []
+    out = []
+    for a in getattr(snap, "ann", ()):
+        if a.index is None:
+            continue
+        n_cand = int(np.count_nonzero(mask[a.first : a.first + a.n]))
+        if n_cand == 0:
+            continue
+        want = ann_request(opt.depth, n_cand, a.n)
+        if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+            continue
+        out.append((a, n_cand, want))
+    return out
+
+
 def exact_cost_ms(n_docs: int, n_cand: int) -> float:
     return (EXACT_NS_PER_DOC * n_docs + EXACT_NS_PER_CANDIDATE * n_cand) / 1e6
 
@@ -178,7 +193,7 @@ def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
 def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
     depth = opt.depth
     dense = dense_scores(snap, query, mask)
-    mu, sigma = dense_moments_by_segment(snap, dense, mask)
+    mu, sigma = candidate_moments(dense, mask)
     cands = np.flatnonzero(mask).astype(np.int64)
     prev, nxt = snap.thread_links
     out_ids = np.empty(depth, dtype=np.int64)
@@ -198,17 +213,3 @@ def dense_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray) -> np.ndar
         if entry.window_rows is not None:
             masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
     return dense
-
-
-def segment_starts(snap: Snapshot) -> np.ndarray:
-    """Each segment's first doc id, then the end of the last (int64)."""
-    return np.array([e.base for e in snap.segments] + [snap.n_docs], dtype=np.int64)
-
-
-def dense_moments_by_segment(snap: Snapshot, dense: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """(mean, sd) of ``dense`` over the candidates, summed per segment and then across segments
-    (``kernels.context.moments_of_parts``: the same floats when shards of the store sum their segments)."""
-    starts = segment_starts(snap)
-    parts = np.empty((len(starts) - 1, 2), dtype=np.float64)
-    dense_moment_parts(dense, mask, starts, parts)
-    return moments_of_parts(parts, int(np.count_nonzero(mask)))

@@ -19,7 +19,7 @@ from mempp.storage import FOREVER, Snapshot
 
 from .candidates import date_bounds
 from .options import QueryOptions
-from .vector import RESCORE, _rescore
+from .vector import RESCORE, _rescore, ann_searches
 
 # Bulk scoring (int8 queries, a wider error bound) keeps, per query, BATCH_KEEP_BASE rows plus one per
 # BATCH_KEEP_PER_CANDIDATES candidates (and at least what a single query keeps): on the 100k workload a
@@ -46,11 +46,26 @@ def vector_legs(
     rescored with the single-query kernel and certified (the product and the kernel round
     differently, by at most ``2 d 2^-23`` for unit vectors). None for a query that must be
     answered alone (not certified, or a store whose vector leg needs a dense pass: windows,
-    thread context). ``counts``: each mask's candidates, when known.
+    thread context) or whose vector leg searches an ANN index (:func:`vector.ann_searches`: it
+    is answered as :func:`vector.vector_leg` answers it alone). ``counts``: each mask's
+    candidates, when known.
     """
     n_q = len(opts)
     if not n_q or snap.has_windows or (snap.has_threads and any(o.context for o in opts)):
         return [None] * n_q
+    if any(a.index is not None for a in getattr(snap, "ann", ())):
+        alone = [bool(ann_searches(snap, masks[b], o)) for b, o in enumerate(opts)]
+        if any(alone):
+            rest = [b for b in range(n_q) if not alone[b]]
+            out: list = [None] * n_q
+            if rest:
+                sub = vector_legs(
+                    snap, np.asarray(qvecs)[rest], np.stack([masks[b] for b in rest]), [opts[b] for b in rest],
+                    None if counts is None else np.asarray(counts)[rest],
+                )
+                for b, r in zip(rest, sub):
+                    out[b] = r
+            return out
     q = np.ascontiguousarray(qvecs, dtype=np.float32)
     m = masks if isinstance(masks, np.ndarray) and masks.ndim == 2 else np.stack(masks)
     if snap.segments and all(e.q8 is not None for e in snap.segments):

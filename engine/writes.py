@@ -512,6 +512,7 @@ class WritePath:
         return state
 
     def _commit(self, batch: CommitBatch) -> None:
+        before = self._snap.state
         try:
             state = commit(self.path, self._base_state(), batch)
         except BaseException as exc:
@@ -519,16 +520,19 @@ class WritePath:
             if isinstance(exc, StoreWriteError) and exc.broken:
                 self._broken = str(exc)
             raise
-        self._publish(state)
+        self._publish(state, batch.built)
+        if before is not None and before.format == state.format and state.depth == 0:
+            _remove(self.path, before.chain)  # a checkpoint: the version files before it are named by no version
         if self._merge_mode == "background":
             self._merges.poke()
 
-    def _publish(self, state: State) -> None:
-        """Move to ``state``, just committed by this process (its files verified as written)."""
+    def _publish(self, state: State, built: dict | None = None) -> None:
+        """Move to ``state``, just committed by this process (its files verified as written;
+        ``built``: a small unit's postings and int8 copy, made in memory by the commit)."""
         new = [u for u in state.units if u.hi == state.version] + [a for a in state.anns if a.version == state.version]
         written = [(f.name, f.xxh3) for u in new for f in (u.files.values() if isinstance(u, Unit) else [u.file])]
         with self._state:
-            self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written)
+            self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written, built=built)
             self._index_keys()
 
     # --- merging ---------------------------------------------------------------------------------
@@ -587,21 +591,20 @@ class WritePath:
         with self._write_mutex:
             t0 = time.perf_counter()
             self._check_writable()
+            before = self._snap.state
             try:
-                state = guarded(self.path, lambda: publish_merge(self.path, self._snap.state, units, unit))
+                state = guarded(self.path, lambda: publish_merge(self.path, before, units, unit))
             except BaseException as exc:
                 self._stale = True
                 if isinstance(exc, StoreWriteError) and exc.broken:
                     self._broken = str(exc)
                 raise
             self._publish(state)
-            # The replaced files (and version files before the last checkpoint) are no longer named:
-            # removed now if possible (the merge is durable either way; the next writer removes what is left).
-            try:
-                clean_strays(self.path, state)
-            except OSError:
-                pass
             self._merges.publishes.append((t0, time.perf_counter()))
+        # The replaced units' files (and version files before a new checkpoint) are named by no
+        # version from now on, and their names are never used again: removed outside the writer's
+        # turn, if possible (the merge is durable either way; the next writer removes what is left).
+        _remove(self.path, before.names() - state.names())
 
     def _close_writes(self) -> None:
         self._merges.stop()
@@ -831,6 +834,16 @@ class BackgroundMerges:
         t = self._thread
         if t is not None:
             t.join()
+
+
+def _remove(store, names) -> None:
+    from mempp.storage.fsutil import unlink
+
+    for name in sorted(names):
+        try:
+            unlink(store / name)
+        except OSError:
+            pass
 
 
 def _upgraded(state: State, snap: Snapshot) -> State:

@@ -29,8 +29,8 @@ from .bm25 import (
 from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
 from .int8dot import Int8Batch, Int8Query, batch_scan, has_vnni, identity_order, masked_dot_above_q8, masked_dot_topk_q8, quantize_query, row_stats, segment_stats
 from .context import (
-    candidate_moments, context_bound, context_topk, dense_moment_parts, masked_dot_dense, masked_dot_max, moments_of_parts,
-    sparse_moment_parts, sparse_moments, with_neighbours,
+    candidate_moments, context_bound, context_topk, fixed_sums, fixed_sums_masked, masked_dot_dense, masked_dot_max,
+    merge_sums, moments_from_sums, sparse_moments, with_neighbours,
 )
 
 __all__ = [
@@ -64,9 +64,10 @@ __all__ = [
     "masked_dot_max",
     "candidate_moments",
     "context_bound",
-    "dense_moment_parts",
-    "moments_of_parts",
-    "sparse_moment_parts",
+    "fixed_sums",
+    "fixed_sums_masked",
+    "merge_sums",
+    "moments_from_sums",
     "sparse_moments",
     "with_neighbours",
     "context_topk",

@@ -19,12 +19,17 @@ Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chose
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from numba.core import caching, config
 
 _PACKAGE_DIRS: tuple[str, ...] = ()
+# One folder for mempp's kernels wherever the package is installed (site-packages, an editable
+# checkout): numba keys every cached kernel by its source file's content (and the CPU), so an
+# install of the same code finds the kernels another compiled, and a changed file is compiled again.
+CACHE_SUBDIR = "kernels"
 
 
 def cache_root() -> Path:
@@ -64,7 +69,7 @@ class MemppCacheLocator(caching.UserProvidedCacheLocator):
 
     def __init__(self, py_func, py_file):
         super().__init__(py_func, py_file)
-        self._cache_path = str(_usable_root() / self.get_suitable_cache_subpath(py_file))
+        self._cache_path = str(_usable_root() / CACHE_SUBDIR)
 
     @classmethod
     def from_function(cls, py_func, py_file):
@@ -77,9 +82,39 @@ class MemppCacheLocator(caching.UserProvidedCacheLocator):
 
 
 def install(*package_dirs: str) -> None:
-    """Route the cache of functions defined under ``package_dirs`` through :class:`MemppCacheLocator` (idempotent)."""
+    """Route the cache of functions defined under ``package_dirs`` through :class:`MemppCacheLocator`
+    (idempotent), and seed the cache from what the package ships (:func:`seed`)."""
     global _PACKAGE_DIRS
     _PACKAGE_DIRS = tuple(sorted(set(_PACKAGE_DIRS) | {os.path.abspath(d) for d in package_dirs}))
     classes = caching.CacheImpl._locator_classes
     if MemppCacheLocator not in classes:
         classes.insert(0, MemppCacheLocator)
+    for d in package_dirs:
+        seed(Path(d) / PRECOMPILED)
+
+
+PRECOMPILED = "_precompiled"
+_seeded: set[str] = set()
+
+
+def seed(shipped: Path) -> int:
+    """Copy the compiled kernels a package ships (``pip install .`` compiles them while it builds,
+    ``kernels/_warm.py``) into the cache where numba looks, each file that is not there yet; once
+    per process. numba checks each entry against its source file's content and this CPU, and
+    compiles again what does not match, so a shipped file can only save time. Returns the files copied."""
+    key = str(shipped)
+    if key in _seeded or config.CACHE_DIR or not shipped.is_dir():
+        return 0
+    _seeded.add(key)
+    target = _usable_root() / CACHE_SUBDIR
+    copied = 0
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        have = set(os.listdir(target))
+        for entry in os.scandir(shipped):
+            if entry.is_file() and entry.name not in have:
+                shutil.copyfile(entry.path, target / entry.name)
+                copied += 1
+    except OSError:
+        return copied  # an unwritable cache: compile on first use instead
+    return copied

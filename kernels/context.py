@@ -33,90 +33,95 @@ def masked_dot_dense(emb, query, mask, base, out):
             out[g] = acc
 
 
+# Moments in fixed point: each score is rounded to a multiple of 2**-FRAC on its own, and the
+# multiples and their squares are added as integers (two words each, so nothing overflows).
+# Integer addition is exact: the mean and deviation do not depend on the order the scores are
+# met in, so they are the same however a store's documents are split into segments (a merge
+# changes no score) or into shards (a distributed sum of parts is the same integer); and a
+# set of equal scores has a deviation of exactly zero. Scores are BM25 values (under 2**8) or
+# cosines; a multiple of 2**-20 is 1e-6 of a score.
+FRAC = 20
+_CARRY = 40
+_LIMIT = 1 << 62
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(h1, l1, h2, l2, v, scale):
+    q = np.int64(np.rint(v * scale))
+    l1 += q
+    l2 += q * q
+    if l2 >= _LIMIT or l1 >= _LIMIT or l1 <= -_LIMIT:
+        c = l1 >> _CARRY
+        h1 += c
+        l1 -= c << _CARRY
+        c = l2 >> _CARRY
+        h2 += c
+        l2 -= c << _CARRY
+    return h1, l1, h2, l2
+
+
 @njit(cache=True, nogil=True)
-def candidate_moments(scores, mask):
-    """(mean, standard deviation) of ``scores`` over the masked documents."""
+def fixed_sums(scores, ids, n_ids, out):
+    """Add the fixed-point sums of ``scores[ids[:n_ids]]`` and of their squares to ``out``
+    (int64[4]: the sum as ``out[0] * 2**40 + out[1]``, the sum of squares as ``out[2] * 2**40 + out[3]``):
+    the part a process holding some of the documents contributes; :func:`moments_from_sums` finishes."""
+    h1, l1, h2, l2 = out[0], out[1], out[2], out[3]
+    scale = 2.0**FRAC
+    for j in range(n_ids):
+        h1, l1, h2, l2 = _add(h1, l1, h2, l2, float(scores[ids[j]]), scale)
+    out[0], out[1], out[2], out[3] = h1, l1, h2, l2
+
+
+@njit(cache=True, nogil=True)
+def fixed_sums_masked(scores, mask, out):
+    """:func:`fixed_sums` of the masked documents' scores; returns how many were masked."""
+    h1, l1, h2, l2 = out[0], out[1], out[2], out[3]
+    scale = 2.0**FRAC
     n = 0
-    s1 = 0.0
-    s2 = 0.0
     for i in range(mask.shape[0]):
         if mask[i]:
-            v = float(scores[i])
             n += 1
-            s1 += v
-            s2 += v * v
+            h1, l1, h2, l2 = _add(h1, l1, h2, l2, float(scores[i]), scale)
+    out[0], out[1], out[2], out[3] = h1, l1, h2, l2
+    return n
+
+
+def moments_from_sums(sums, n: int) -> tuple[float, float]:
+    """(mean, standard deviation) over ``n`` documents from :func:`fixed_sums` (exact integer
+    arithmetic, then one rounding each: the same floats from any split of the sums)."""
     if n == 0:
         return 0.0, 1.0
-    mu = s1 / n
-    var = s2 / n - mu * mu
-    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+    s1 = (int(sums[0]) << _CARRY) + int(sums[1])
+    s2 = (int(sums[2]) << _CARRY) + int(sums[3])
+    mu = s1 / (n << FRAC)
+    var = (n * s2 - s1 * s1) / ((n * n) << (2 * FRAC))
+    return mu, (var**0.5 if var > 1e-18 else 1.0)
 
 
-@njit(cache=True, nogil=True)
-def sparse_moments(scores, touched, n_touched, n_candidates):
-    """(mean, sd) over ``n_candidates`` documents of which only the touched ones are non-zero."""
-    if n_candidates == 0:
-        return 0.0, 1.0
-    s1 = 0.0
-    s2 = 0.0
-    for j in range(n_touched):
-        v = float(scores[touched[j]])
-        s1 += v
-        s2 += v * v
-    mu = s1 / n_candidates
-    var = s2 / n_candidates - mu * mu
-    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+def merge_sums(parts) -> np.ndarray:
+    """One :func:`fixed_sums` array from several (each from a part of the documents: a shard of a
+    store): exact integer addition, so :func:`moments_from_sums` of the result equals the one of
+    the whole, whatever the parts."""
+    s1 = sum((int(p[0]) << _CARRY) + int(p[1]) for p in parts)
+    s2 = sum((int(p[2]) << _CARRY) + int(p[3]) for p in parts)
+    h1, h2 = s1 >> _CARRY, s2 >> _CARRY
+    return np.array([h1, s1 - (h1 << _CARRY), h2, s2 - (h2 << _CARRY)], dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)
-def sparse_moment_parts(scores, touched, bounds, out):
-    """Per part ``i``: the sum and the sum of squares (float64, in order) of ``scores[touched[j]]``
-    for ``j`` in ``[bounds[i], bounds[i + 1])``, into ``out[i, 0]`` and ``out[i, 1]``.
-
-    A part is one segment's touched documents: summed per segment and then across segments
-    (:func:`moments_of_parts`), the moments do not depend on which process holds which segments.
-    """
-    for i in range(bounds.shape[0] - 1):
-        s1 = 0.0
-        s2 = 0.0
-        for j in range(bounds[i], bounds[i + 1]):
-            v = float(scores[touched[j]])
-            s1 += v
-            s2 += v * v
-        out[i, 0] = s1
-        out[i, 1] = s2
+def candidate_moments(scores, mask) -> tuple[float, float]:
+    """(mean, standard deviation) of ``scores`` over the masked documents (fixed point: the same
+    whatever order or parts the documents are summed in)."""
+    sums = np.zeros(4, dtype=np.int64)
+    n = fixed_sums_masked(scores, mask, sums)
+    return moments_from_sums(sums, n)
 
 
-@njit(cache=True, nogil=True)
-def dense_moment_parts(scores, mask, starts, out):
-    """Per part ``i``: the sum and the sum of squares (float64, in id order) of the masked
-    ``scores[d]`` for ``d`` in ``[starts[i], starts[i + 1])`` (one segment), into ``out[i]``."""
-    for i in range(starts.shape[0] - 1):
-        s1 = 0.0
-        s2 = 0.0
-        for d in range(starts[i], starts[i + 1]):
-            if mask[d]:
-                v = float(scores[d])
-                s1 += v
-                s2 += v * v
-        out[i, 0] = s1
-        out[i, 1] = s2
-
-
-@njit(cache=True, nogil=True)
-def moments_of_parts(parts, n):
-    """(mean, standard deviation) over ``n`` documents from per-segment sums (``*_moment_parts``),
-    added in segment order: the same floats whichever processes summed the parts."""
-    if n == 0:
-        return 0.0, 1.0
-    s1 = 0.0
-    s2 = 0.0
-    for i in range(parts.shape[0]):
-        s1 += parts[i, 0]
-        s2 += parts[i, 1]
-    mu = s1 / n
-    var = s2 / n - mu * mu
-    return mu, np.sqrt(var) if var > 1e-18 else 1.0
+def sparse_moments(scores, touched, n_touched: int, n_candidates: int) -> tuple[float, float]:
+    """(mean, sd) over ``n_candidates`` documents of which only the touched ones are non-zero
+    (fixed point: the same whatever order the documents were touched in)."""
+    sums = np.zeros(4, dtype=np.int64)
+    fixed_sums(scores, touched, n_touched, sums)
+    return moments_from_sums(sums, n_candidates)
 
 
 @njit(cache=True, nogil=True)

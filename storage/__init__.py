@@ -16,7 +16,7 @@ from .analyzer import Analyzer
 from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreWriteError
 from .files import FileRef, Vanished
 from .lock import WriterLock
-from .manifest import Entry, State, list_versions, read_legacy_version, read_pointer, read_state
+from .manifest import Entry, State, read_legacy_version, read_pointer, read_state
 from .segment import NAT
 from .snapshot import FOREVER, Snapshot
 from .writer import CommitBatch, clean_strays, commit, new_meta, now_us
@@ -39,7 +39,6 @@ __all__ = [
     "WriterLock",
     "clean_strays",
     "commit",
-    "list_versions",
     "new_meta",
     "now_us",
     "read_legacy_version",

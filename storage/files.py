@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,7 +238,7 @@ def check_file(store: Path, ref: FileRef, *, verify: bool) -> Path:
         st = path.lstat()
     except FileNotFoundError:
         raise Vanished(str(path), "file named by the manifest is missing") from None
-    if not path.is_file() or path.is_symlink():
+    if not stat.S_ISREG(st.st_mode):  # from the one lstat: a file removed meanwhile is not "damaged"
         raise CorruptStoreError(str(path), "not a regular file")
     if st.st_size != ref.size:
         raise CorruptStoreError(str(path), f"size {st.st_size} != recorded {ref.size}")

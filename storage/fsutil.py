@@ -209,16 +209,6 @@ def replace(src: Path, dst: Path) -> None:
     os.replace(src, dst)
 
 
-def write_new_file(path: Path, data: bytes | memoryview) -> None:
-    """Create ``path`` (it must not exist), write ``data`` and fsync it."""
-    fd = create_new(path)
-    try:
-        write_all(fd, path, data)
-        fsync_file(fd, path)
-    finally:
-        os.close(fd)
-
-
 def create_new(path: Path) -> int:
     """Create ``path`` for writing (it must not exist, nor be a link); returns the descriptor (the caller closes it)."""
     if _hook is not None:
@@ -239,22 +229,6 @@ def write_all(fd: int, path: Path, data: bytes | memoryview) -> None:
 def fsync_file(fd: int, path: Path) -> None:
     """fsync a file written through :func:`create_new` (a failure raises :class:`FsyncError`)."""
     _fsync(fd, path, "fsync")
-
-
-def atomic_replace(path: Path, data: bytes, step: str = "") -> None:
-    """Publish ``data`` at ``path`` atomically: temp file, fsync, rename, fsync the directory.
-
-    ``step`` names the failpoints (``after_<step>_tmp_fsync``, ``after_<step>_rename``).
-    """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    unlink(tmp)
-    write_new_file(tmp, data)
-    if step:
-        failpoint(f"after_{step}_tmp_fsync")
-    replace(tmp, path)
-    if step:
-        failpoint(f"after_{step}_rename")
-    fsync_dir(path.parent)
 
 
 def sha256_bytes(data: bytes | memoryview) -> str:

@@ -153,16 +153,6 @@ class State:
     def empty(cls, meta: dict) -> "State":
         return cls(FORMAT, 0, dict(meta), [], [], 0, 0, 0, 0)
 
-    def entry(self, version: int, store: Path) -> Entry:
-        """The history entry of ``version`` (reads sealed history files when it is older)."""
-        for e in self.recent:
-            if e.version == version:
-                return e
-        for e in self.history(store):
-            if e.version == version:
-                return e
-        raise StoreError(f"{store}: no committed version {version}")
-
     def history(self, store: Path) -> list[Entry]:
         """Every version's entry, oldest first (sealed files are read and checked)."""
         out: list[Entry] = []
@@ -454,15 +444,3 @@ def commit_version(store: Path, state: State, change: dict, entry: Entry, pendin
         raise
     new.digest = publish(store, doc, pending, steps)
     return new
-
-
-def list_versions(store: Path) -> list[int]:
-    d = store / MANIFESTS
-    if not d.is_dir():
-        return []
-    out = []
-    for p in d.iterdir():
-        stem = p.name.removesuffix(".json")
-        if p.name.endswith(".json") and stem.isdigit():
-            out.append(int(stem))
-    return sorted(out)

@@ -40,6 +40,7 @@ from .files import FileRef, write_table_file
 from .fsutil import close_all, failpoint, fsync_all
 from .manifest import SEGMENTS, Entry, State, Unit, commit_version
 from .postings import Postings
+from . import writer as _writer
 from .writer import now_iso, prepare_dirs, q8_table, window_table
 
 MERGE_FACTOR = 8
@@ -110,15 +111,17 @@ def merged_unit(store: Path, snap, units: list[Unit]) -> Unit:
         if entries:
             docs = pa.concat_tables([e.segment.table for e in entries]).combine_chunks()
             files["docs"] = write_table_file(store, f"{stem}.docs.arrow", docs, pending)
-            post, index = Postings.merge([(e.postings, e.base - first) for e in entries]).tables()
-            files["post"] = write_table_file(store, f"{stem}.post.arrow", post, pending)
-            files["index"] = write_table_file(store, f"{stem}.terms.arrow", index, pending)
+            small = sum(u.n_docs for u in units) < _writer.SMALL_UNIT  # derived data made when opened (writer.SMALL_UNIT)
+            if not small:
+                post, index = Postings.merge([(e.postings, e.base - first) for e in entries]).tables()
+                files["post"] = write_table_file(store, f"{stem}.post.arrow", post, pending)
+                files["index"] = write_table_file(store, f"{stem}.terms.arrow", index, pending)
             if any(e.window_rows is not None for e in entries):
                 wins = [e for e in entries if e.window_rows is not None]
                 rows = np.concatenate([e.window_rows.astype(np.int64) + (e.base - first) for e in wins])
                 table = window_table(rows, np.concatenate([e.window_embeddings for e in wins]))
                 files["win"] = write_table_file(store, f"{stem}.win.arrow", table, pending)
-            if all(e.q8 is not None for e in entries):
+            if not small and all(e.q8 is not None for e in entries):
                 q8 = np.concatenate([_row_order(e.q8, e.q8_order) for e in entries])
                 scale = np.concatenate([_row_order(e.q8_scale, e.q8_order) for e in entries])
                 dates = np.concatenate([e.segment.dates for e in entries])

@@ -152,6 +152,7 @@ class Snapshot:
         verify: bool = True,
         written: Iterable[tuple[str, str]] = (),
         cut: Entry | None = None,
+        built: dict | None = None,
     ) -> None:
         """Load ``state``'s version (``cut``: an earlier version of it), verifying every file's
         checksum (XXH3-64; sha256 in format-1 stores) before parsing it.
@@ -164,7 +165,8 @@ class Snapshot:
         raises. ``verify=False`` checks sizes only (to measure what hashing costs). ``written``:
         (name, checksum) of files this process has just written and fsynced, hashing the very
         bytes it wrote: reading them back would hash the page cache's copy of those bytes, so
-        they count as verified.
+        they count as verified. ``built``: by segment file name, the postings and int8 copy this
+        process made of a small unit it just committed (else they are made from the segment here).
         """
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
@@ -176,6 +178,8 @@ class Snapshot:
         self.dim = int(self.meta.get("dim") or 0)
         self.analyzer = Analyzer.from_json(self.meta["analyzer"]) if state is not None else None
         self.on_corrupt = on_corrupt
+        self._built = built or {}
+        self._int8 = (self.meta.get("index") or {}).get("vector_copy") == "int8"
         self.skipped: list[str] = []  # damaged files left out (on_corrupt="skip")
         self.rebuilt: list[str] = []  # damaged derived files rebuilt from the segments
         units = list(state.units) if state is not None else []
@@ -200,7 +204,7 @@ class Snapshot:
             try:
                 terms, sups, rebuild, placeholders = self._load(store, units, old, bad, base)
             except FileNotFoundError as exc:  # checked, then removed by a writer before it was mapped
-                raise Vanished(str(exc.filename or store), "file named by the manifest is missing") from None
+                raise Vanished(str(exc.filename or store), f"file named by the manifest is missing ({exc})") from None
             if verify:
                 self.verified.update((f.name, f.digest[1]) for f in todo if f.name not in bad)
         # ANN indexes over ranges of documents: loaded (after their checksum) in the background.
@@ -215,11 +219,15 @@ class Snapshot:
 
         first_term = base.n_terms if base is not None else 0
         self.n_terms = first_term + len(terms)
-        if rebuild:  # damaged postings: from the text, with the whole dictionary of this version
-            ids = dict(base.term_ids) if base is not None else {}
-            ids.update((t, i) for i, t in enumerate(terms, first_term))
+        if rebuild:  # small units' postings, and damaged ones: from the text, with this version's dictionary
+            new_ids = {t: i for i, t in enumerate(terms, first_term)}
+            if base is not None:  # the earlier version's terms (its dictionary, shared, is not copied)
+                old_ids = base.term_ids
+                lookup = lambda t: new_ids[t] if t in new_ids else old_ids[t]  # noqa: E731
+            else:
+                lookup = new_ids.__getitem__
             for entry in rebuild:
-                entry.postings = self._rebuild_postings(entry.segment, ids)
+                entry.postings = self._rebuild_postings(entry.segment, lookup)
 
         segs = [e.segment for e in self.segments]
         self.n_docs = sum(s.n for s in segs)
@@ -352,7 +360,12 @@ class Snapshot:
             seg = Segment.open(store / name, name)
             if partial:
                 seg = seg.head(keep)
-            if files["post"].name in bad or files["index"].name in bad:
+            built = self._built.get(name) if not partial else None
+            if "post" not in files:  # a small unit (writer.SMALL_UNIT): its postings are made here
+                entry = SegmentEntry(seg, built["postings"] if built is not None else Postings.empty())
+                if built is None:
+                    rebuild.append(entry)
+            elif files["post"].name in bad or files["index"].name in bad:
                 for k in ("post", "index"):
                     if files[k].name in bad and isinstance(bad[files[k].name], Vanished):
                         raise bad[files[k].name]
@@ -373,7 +386,14 @@ class Snapshot:
                 keep_w = rows < keep
                 rows, emb = rows[keep_w], emb[keep_w]
             entry.window_rows, entry.window_embeddings = rows, emb
-        if "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
+        if "q8" not in files and self._int8 and "post" not in files:  # a small unit: its int8 copy made here
+            built = self._built.get(name) if not partial else None
+            if built is not None and "q8" in built:
+                entry.q8, entry.q8_scale, entry.q8_order, entry.q8_dates = built["q8"]
+                entry.q8_state = "built"
+            else:
+                _quantize_entry(entry)
+        elif "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
             # derived from the embeddings: rebuild it rather than fail
             if files["q8"].name in bad:
                 if isinstance(bad[files["q8"].name], Vanished):
@@ -403,11 +423,11 @@ class Snapshot:
             raise exc
         self.skipped.append(exc.path)
 
-    def _rebuild_postings(self, seg: Segment, ids: dict[str, int]) -> Postings:
+    def _rebuild_postings(self, seg: Segment, lookup) -> Postings:
         """The postings of ``seg`` from its text, with this version's analyzer and term dictionary
-        (``ids``; the same analysis and inversion that wrote them)."""
+        (``lookup(term)``: its id; the same analysis and inversion that wrote them)."""
         try:
-            flat, lengths = self.analyzer.term_ids(seg.table.column("text").to_pylist(), ids.__getitem__)
+            flat, lengths = self.analyzer.term_ids(seg.table.column("text").to_pylist(), lookup)
         except KeyError:
             raise CorruptStoreError(seg.name, "postings damaged and the text has terms missing from the dictionary") from None
         return Postings.build_flat(flat, lengths)

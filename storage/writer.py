@@ -42,6 +42,7 @@ class CommitBatch:
     window_embeddings: np.ndarray | None = None
     quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
     ann: tuple[int, int, dict, bytes] | None = None  # an ANN index over doc ids [first, first + n): (first, n, params, file)
+    built: dict | None = None  # set by the commit of a small batch: its postings and int8 copy, made in memory
 
     @property
     def n_docs(self) -> int:
@@ -53,6 +54,11 @@ class CommitBatch:
 
 # A batch of at least this many documents writes its big files from threads at once (see _commit).
 PARALLEL_WRITES = 2000
+# A unit of fewer documents is written as its segment (and window vectors) alone: its postings,
+# term index and int8 copy are derived data that opening the version makes from the segment in
+# memory (tokenizing a few documents costs less than opening three more files), and the commit
+# writes, fsyncs and publishes three files fewer. Merges join such units into ones that have them.
+SMALL_UNIT = 64
 
 
 def q8_table(q8: np.ndarray, scale: np.ndarray, dates: np.ndarray) -> pa.Table:
@@ -165,6 +171,18 @@ def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending
     written here (the writes' copies into the page cache take one core per ~300 MB/s here).
     A small batch writes one file after another.
     """
+    if batch.n_docs < SMALL_UNIT:
+        files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings), pending)
+        if batch.window_rows is not None and len(batch.window_rows):
+            files["win"] = write_table_file(store, f"{stem}.win.arrow", window_table(batch.window_rows, batch.window_embeddings), pending)
+        built = {"postings": Postings.build_flat(*batch.flat_terms)}
+        if batch.quantized is not None:
+            q8, scale = batch.quantized
+            dates = pa.array(batch.columns["date"], pa.int64()).fill_null(NAT).to_numpy()
+            order = date_order(dates)
+            built["q8"] = (np.ascontiguousarray(q8[order]), scale[order], order, dates[order])
+        batch.built = {files["docs"].name: built}
+        return
     if batch.n_docs < PARALLEL_WRITES:
         files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings), pending)
         post, index = Postings.build_flat(*batch.flat_terms).tables()

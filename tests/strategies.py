@@ -1,8 +1,9 @@
 """Hypothesis strategies shared by the tests.
 
 Documents use a small vocabulary so BM25 terms overlap, a few authors (or none),
-and dates over a few years (some undated). ``histories`` builds a random sequence
-of store operations (batches of adds, re-adds of an existing ``id``, explicit
+and dates over a few years (some undated); with ``provenance``, a few threads and
+channels too. ``histories`` builds a random sequence of store operations (batches of
+adds, re-adds of an existing ``id``, replays of any stored version, explicit
 supersessions) that is always valid input: every ``supersedes`` target and every
 ``Store.supersede`` key refers to a key that is stored by then.
 """
@@ -19,6 +20,8 @@ VOCAB = (
     "vendor", "latency", "incident", "review", "policy", "release",
 )
 AUTHORS = ("Aisha Patel", "Ben Okafor", "Chen Wei")
+THREADS = ("EV-1", "EV-2", "chat-7")
+CHANNELS = ("email", "chat", "wiki")
 FIRST_DAY = date(2020, 1, 1)
 LAST_DAY = date(2023, 12, 31)
 # Hours and time zones are few on purpose: equal instants (a document dated exactly at an
@@ -49,10 +52,13 @@ iso_day_strings = days.map(date.isoformat)
 
 # A document's date: a calendar day or a timestamp (ISO strings).
 doc_dates = st.one_of(iso_day_strings, iso_datetimes())
-# A query's as_of: None (after everything), a calendar day (end of that day) or a timestamp.
-as_of_values = st.one_of(st.none(), iso_day_strings, iso_datetimes())
+# as_of dates long after every generated date, and after every supersession "effective now"
+# (an undated document's) was recorded: those are in effect there.
+FAR_FUTURE = ("2100-01-01", "2999-06-30T12:00:00Z", "9999-12-31")
+# A query's as_of: None (after everything), a calendar day (end of that day), a timestamp, or far ahead.
+as_of_values = st.one_of(st.none(), iso_day_strings, iso_datetimes(), st.sampled_from(FAR_FUTURE))
 # as_of dates that are given (not None).
-given_as_of_values = st.one_of(iso_day_strings, iso_datetimes())
+given_as_of_values = st.one_of(iso_day_strings, iso_datetimes(), st.sampled_from(FAR_FUTURE))
 
 authors = st.one_of(st.none(), st.sampled_from(AUTHORS))
 author_filters = st.one_of(
@@ -70,12 +76,20 @@ def texts(min_words: int = 1, max_words: int = 5) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def documents(draw, *, key: str | None = None, text: str | None = None, dated: bool | None = None) -> dict:
-    """One input document: ``text``, maybe ``author``, maybe ``date`` (ISO string), maybe ``id``."""
+def documents(
+    draw, *, key: str | None = None, text: str | None = None, dated: bool | None = None, provenance: bool = False
+) -> dict:
+    """One input document: ``text``, maybe ``author``, maybe ``date`` (ISO string), maybe ``id``;
+    with ``provenance``, maybe ``thread`` and ``channel``."""
     doc: dict = {"text": draw(texts()) if text is None else text}
     author = draw(authors)
     if author is not None:
         doc["author"] = author
+    if provenance:
+        for name, values in (("thread", THREADS), ("channel", CHANNELS)):
+            value = draw(st.one_of(st.none(), st.sampled_from(values)))
+            if value is not None:
+                doc[name] = value
     if dated is None:
         dated = draw(st.integers(0, 4)) > 0  # about one in five undated
     if dated:
@@ -105,19 +119,20 @@ class History:
 
 
 @st.composite
-def histories(draw, max_ops: int = 5, max_batch: int = 4) -> History:
+def histories(draw, max_ops: int = 5, max_batch: int = 4, provenance: bool = False) -> History:
     """A random, valid sequence of store operations.
 
     Docs with a fresh key carry a unique word (``itemN``) so they are never an accidental
     re-ingest of another document; keyless docs do not, so identical re-ingests happen
     (and whitespace-only keyless texts, which are skipped). A re-add of an existing key
-    either changes the text (a new version) or is an exact replay of the key's newest
-    version (same text, author and date) while that version is still active, which is an
-    idempotent re-ingest by DESIGN §1 and by the store's own stricter rule alike. (Replays of
-    a superseded version are left out: there DESIGN §1's wording and the store differ.)
+    either changes the text (a new version) or is an exact replay (same text, author and
+    date) of one of the key's stored versions: its newest while still active, which is an
+    idempotent re-ingest by DESIGN §1 and by the store's rule alike, or a superseded one,
+    which the store's rule (README, *Write rules*) also takes as a re-ingest: replaying a
+    file never brings an old decision back. ``provenance``: documents get threads and channels.
     """
     h = History()
-    last: dict[str, dict] = {}  # key -> its newest stored version (text, author, date)
+    versions: dict[str, list[dict]] = {}  # key -> its stored versions, oldest first (text, author, date, ...)
     retired: set[str] = set()  # keys whose newest version has been superseded
     counter = 0
 
@@ -141,22 +156,22 @@ def histories(draw, max_ops: int = 5, max_batch: int = 4) -> History:
             kind = draw(st.sampled_from(["new", "new", "keyless", "readd"] if h.keys else ["new", "keyless"]))
             if kind == "readd":
                 key = draw(st.sampled_from(h.keys))
-                if key not in retired and draw(st.booleans()):
+                if draw(st.booleans()):
                     kind = "replay"
             if kind == "keyless":
                 text = draw(st.one_of(texts(1, 3), texts(1, 3), st.just("  \n ")))
-                doc = draw(documents(text=text))
+                doc = draw(documents(text=text, provenance=provenance))
             elif kind == "new":
                 key = f"k{counter + 1}"
-                doc = draw(documents(key=key, text=fresh_text()))
+                doc = draw(documents(key=key, text=fresh_text(), provenance=provenance))
                 h.keys.append(key)
-            elif kind == "replay":
-                doc = {"id": key, **last[key]}
+            elif kind == "replay":  # any stored version: the newest (active or not) or an older, superseded one
+                doc = {"id": key, **draw(st.sampled_from(versions[key][::-1]))}
             else:  # a new version of an existing key
-                doc = draw(documents(key=key, text=fresh_text()))
+                doc = draw(documents(key=key, text=fresh_text(), provenance=provenance))
                 retired.discard(key)
-            if kind != "keyless":
-                last[doc["id"]] = {f: doc[f] for f in ("text", "author", "date") if f in doc}
+            if kind in ("new", "readd"):
+                versions.setdefault(doc["id"], []).append({f: doc[f] for f in ("text", "author", "date", "thread", "channel") if f in doc})
             # ``supersedes``: other keys stored before this doc (never the doc's own key), on docs
             # that are surely stored (not keyless, not a replay).
             own = doc.get("id")

@@ -1,12 +1,25 @@
-"""Thread context: kernels against numpy oracles, and the lexical/vector legs against a dense re-computation."""
+"""Thread context: kernels against numpy oracles, and the lexical/vector legs against a dense re-computation.
+
+The dense re-computation (``dense_context_leg``) is plain numpy on what the test wrote: BM25
+(Lucene's formula over the whole store) or cosine for every document, z-scored over the
+candidates, each candidate lifted by its candidate neighbours 1..H steps away in its thread
+(ingest order), the documents ranked. The sparse lexical leg the default query runs on any
+store with threads scores only the documents a query term touches and their neighbours: the
+oracle ranks that pool (touched candidates and their candidate neighbours within H steps).
+"""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mempp
+from mempp import planner as P
 from mempp.kernels import candidate_moments, context_topk, masked_dot_dense, sparse_moments, with_neighbours
 
 
@@ -89,6 +102,13 @@ def test_context_topk_matches_oracle(c):
     expect = sorted(want, key=lambda d: (-round(want[d], 9), -d))[:k]
     assert got == len(expect)
     np.testing.assert_allclose(out_s[:got], [want[d] for d in expect], atol=1e-9)
+    # the ids returned are the documents with those scores: each one's own oracle score, all distinct,
+    # and the same set as the oracle's top k wherever no tie straddles the cut
+    chosen = out_ids[:got].tolist()
+    assert len(set(chosen)) == got and set(chosen) <= set(want)
+    np.testing.assert_allclose([want[d] for d in chosen], out_s[:got], atol=1e-9)
+    cut = want[expect[-1]] if expect else math.inf
+    assert {d for d in want if want[d] > cut + 1e-9} <= set(chosen)
 
 
 @settings(max_examples=60, deadline=None)
@@ -147,7 +167,7 @@ def test_context_lifts_the_neighbour_of_a_strong_hit(tmp_path):
     ]
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
         s.add(docs)
-        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=())]
+        plain = [h.key for h in s.query("camping kids", legs=["lexical"], reserve=False, context=(), siblings=0)]
         ctx = s.query("camping kids", legs=["lexical"], reserve=False, context=(0.6,), context_mode="sum")
         assert "a" not in plain  # shares no word with the question
         assert [h.key for h in ctx][:2] == ["q", "a"]  # its thread neighbour carries it
@@ -168,3 +188,204 @@ def test_context_scale_multiplies_the_neighbours_share(c, scale):
 def test_context_max_mode(c):
     _, _, _, every, ids, want = run_kernel(c, use_max=True)
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)
+
+
+# --- the legs with thread context against a dense recomputation (issue 22, item 3) ----------------
+K1, B = 1.2, 0.75
+VOCAB = [f"w{i}" for i in range(40)]
+CTX_DIM = 16
+
+
+def thread_links(threads: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Oracle: each document's previous and next document of its thread, in ingest order."""
+    codes: dict[str, int] = {}
+    return links([-1 if t is None else codes.setdefault(t, len(codes)) for t in threads])
+
+
+def bm25_dense(doc_terms: list[list[str]], query_terms: list[str]) -> np.ndarray:
+    """BM25 of every document (float64), N, df and the average length over the whole store."""
+    n = len(doc_terms)
+    avgdl = sum(map(len, doc_terms)) / n
+    tfs = [Counter(t) for t in doc_terms]
+    out = np.zeros(n)
+    for term in set(query_terms):
+        df = sum(1 for tf in tfs if term in tf)
+        if not df:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for d, tf in enumerate(tfs):
+            if tf[term]:
+                out[d] += idf * tf[term] * (K1 + 1) / (tf[term] + K1 * (1 - B + B * len(doc_terms[d]) / avgdl))
+    return out
+
+
+def dense_context_leg(scores, mask, prev, nxt, betas, lengths=None, context_length=None, use_max=True):
+    """Context score of every candidate (dict doc -> score), from dense raw ``scores``."""
+    cand = mask.astype(bool)
+    n_cand = int(cand.sum())
+    mu = scores[cand].mean() if n_cand else 0.0
+    var = (scores[cand] ** 2).mean() - mu * mu if n_cand else 0.0
+    sd = math.sqrt(var) if var > 1e-18 else 1.0
+    z = (scores - mu) / sd
+    out = {}
+    for d in np.flatnonzero(cand):
+        lifts = []
+        p = q = int(d)
+        for b in betas:
+            p = prev[p] if p >= 0 else -1
+            q = nxt[q] if q >= 0 else -1
+            lifts += [b * z[x] for x in (p, q) if x >= 0 and cand[x]]
+        share = 1.0 if context_length is None else min(1.0, context_length / max(lengths[d], 1.0))
+        if use_max:
+            out[int(d)] = max([z[d]] + [share * v for v in lifts]) if share > 0 else z[d]
+        else:
+            out[int(d)] = z[d] + share * sum(lifts)
+    return out
+
+
+def sparse_pool(scores, mask, prev, nxt, hops) -> set[int]:
+    """The documents the sparse leg ranks: touched candidates and their candidate neighbours within ``hops``."""
+    cand = mask.astype(bool)
+    pool = set()
+    for d in np.flatnonzero(cand & (scores > 0)):
+        pool.add(int(d))
+        p = q = int(d)
+        for _ in range(hops):
+            p = prev[p] if p >= 0 else -1
+            q = nxt[q] if q >= 0 else -1
+            pool.update(int(x) for x in (p, q) if x >= 0 and cand[x])
+    return pool
+
+
+def assert_ranks_like(got: list[int], oracle: dict, pool, depth: int) -> None:
+    """``got`` is a best-first top ``depth`` of ``pool`` under the oracle's scores (ties either way)."""
+    want = sorted(pool, key=lambda d: (-oracle[d], -d))[:depth]
+    assert len(got) == len(want) and len(set(got)) == len(got)
+    assert set(got) <= set(pool), sorted(set(got) - set(pool))
+    np.testing.assert_allclose([oracle[d] for d in got], [oracle[d] for d in want], rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def threaded(tmp_path_factory):
+    """300 documents in 3 commits: 30 threads (a fifth of the documents in none), 5 authors,
+    Zipf-distributed words, documents of 2 to 30 words, dates over 2023 (some undated)."""
+    rng = np.random.default_rng(31)
+    p = 1.0 / np.arange(1, len(VOCAB) + 1)
+    docs, threads = [], []
+    for i in range(300):
+        thread = None if rng.random() < 0.2 else f"t{rng.integers(0, 30)}"
+        doc = {"id": f"d{i}", "text": " ".join(rng.choice(VOCAB, size=rng.integers(2, 30), p=p / p.sum())), "author": f"A{i % 5}"}
+        if thread is not None:
+            doc["thread"] = thread
+        if rng.random() < 0.9:
+            doc["date"] = f"2023-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        docs.append(doc)
+        threads.append(thread)
+    emb = rng.standard_normal((300, CTX_DIM)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    path = tmp_path_factory.mktemp("ctx") / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=CTX_DIM)) as s:
+        for a in (0, 120, 220):
+            s.add(docs[a : a + {0: 120, 120: 100, 220: 80}[a]], embeddings=emb[a : a + {0: 120, 120: 100, 220: 80}[a]])
+    analyzer = mempp.storage.Analyzer()
+    doc_terms = [analyzer.terms(d["text"]) for d in docs]
+    store = mempp.Store.open(path, read_only=True)
+    yield store, doc_terms, threads, emb
+    store.close()
+
+
+ctx_options = st.fixed_dictionaries(
+    {
+        "context": st.lists(st.sampled_from((0.0, 0.2, 0.4, 0.6, 0.8, 1.0)), min_size=1, max_size=4).filter(any),
+        "context_mode": st.sampled_from(("max", "sum")),
+        "context_length": st.one_of(st.none(), st.integers(1, 20)),
+        "depth": st.integers(1, 80),
+        "as_of": st.one_of(st.none(), st.sampled_from(("2023-03-15", "2023-08-01", "2023-12-31"))),
+        "authors": st.one_of(st.none(), st.lists(st.sampled_from(("A0", "A1", "A2", "A3", "A4")), min_size=1, max_size=3, unique=True)),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(words=st.lists(st.sampled_from(VOCAB + ["absent"]), min_size=1, max_size=4), options=ctx_options, data=st.data())
+def test_sparse_lexical_leg_with_context_matches_dense_oracle(threaded, words, options, data):
+    """What the default query runs on a store with threads: the sparse BM25 leg with thread context,
+    and the scores it gives the tag leg's documents, equal to the dense recomputation."""
+    store, doc_terms, threads, _ = threaded
+    snap = store._snap
+    question = " ".join(words)
+    opt = store._query_options(**options)
+    mask = P.candidate_mask(snap, opt)
+    cands = np.flatnonzero(mask)
+    score_for = np.array(sorted(data.draw(st.sets(st.sampled_from(cands.tolist()), max_size=12), label="score_for")) if len(cands) else [], dtype=np.int64)
+    info: dict = {}
+    got, extra = P.lexical_leg(snap, question, mask, len(cands), opt, score_for, info)
+    raw = bm25_dense(doc_terms, mempp.storage.Analyzer().terms(question))
+    if not (raw[mask.astype(bool)] > 0).any():
+        assert len(got) == 0
+        return
+    assert info["method"] == "sparse with thread context"
+    prev, nxt = thread_links(threads)
+    lengths = np.array([len(t) for t in doc_terms], dtype=np.float64)
+    oracle = dense_context_leg(raw, mask, prev, nxt, opt.context, lengths, opt.context_length, opt.context_max)
+    assert_ranks_like(got.tolist(), oracle, sparse_pool(raw, mask, prev, nxt, len(opt.context)), opt.depth)
+    np.testing.assert_allclose(extra, [oracle[int(d)] for d in score_for], rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), options=ctx_options)
+def test_dense_vector_leg_with_context_matches_dense_oracle(threaded, seed, options):
+    """The vector leg on a store with threads: every candidate's cosine, lifted by its neighbours."""
+    store, doc_terms, threads, emb = threaded
+    snap = store._snap
+    q = np.random.default_rng(seed).standard_normal(CTX_DIM).astype(np.float32)
+    q /= np.linalg.norm(q)
+    opt = store._query_options(**options)
+    mask = P.candidate_mask(snap, opt)
+    info: dict = {}
+    got = P.vector_leg(snap, q, mask, opt, info)
+    assert info["method"] == "exact masked scan"
+    prev, nxt = thread_links(threads)
+    lengths = np.array([len(t) for t in doc_terms], dtype=np.float64)
+    oracle = dense_context_leg(emb.astype(np.float64) @ q, mask, prev, nxt, opt.context, lengths, opt.context_length, opt.context_max)
+    assert_ranks_like(got.tolist(), oracle, oracle.keys(), opt.depth)
+
+
+def test_lexical_query_with_default_context_ranks_as_the_oracle(threaded):
+    """Through Store.query with the default context (0.8, 0.6, 0.4 in max mode), lexical leg only
+    and the thread stage after fusion off (``siblings=0``: it has its own oracle)."""
+    store, doc_terms, threads, _ = threaded
+    prev, nxt = thread_links(threads)
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        question = " ".join(rng.choice(VOCAB, size=rng.integers(1, 4)))
+        hits = store.query(question, legs=["lexical"], reserve=False, k=50, siblings=0)
+        assert hits.plan.legs["lexical"]["method"] == "sparse with thread context"
+        mask = (store._snap.valid_until == mempp.storage.FOREVER).astype(np.uint8)
+        raw = bm25_dense(doc_terms, mempp.storage.Analyzer().terms(question))
+        oracle = dense_context_leg(raw, mask, prev, nxt, (0.8, 0.6, 0.4))
+        assert_ranks_like([h.doc_id for h in hits], oracle, sparse_pool(raw, mask, prev, nxt, 3), 50)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 60, width=32), min_size=1, max_size=300), st.randoms(use_true_random=False), st.integers(1, 6))
+def test_moments_do_not_depend_on_order_or_parts(values, rng, parts):
+    """Fixed-point moments: any order of the scores, and the sum of any split into parts (segments,
+    shards), give the same floats exactly; and they equal numpy's moments up to the rounding of
+    each score to 2**-32."""
+    from mempp.kernels.context import fixed_sums, moments_from_sums
+
+    scores = np.array(values, dtype=np.float32)
+    ids = np.arange(len(scores), dtype=np.int64)
+    whole = sparse_moments(scores, ids, len(ids), len(ids))
+    shuffled = ids.copy()
+    rng.shuffle(shuffled)
+    assert sparse_moments(scores, shuffled, len(ids), len(ids)) == whole
+    sums = np.zeros(4, dtype=np.int64)
+    for part in np.array_split(shuffled, parts):
+        fixed_sums(scores, part, len(part), sums)
+    assert moments_from_sums(sums, len(ids)) == whole
+    mask = np.ones(len(scores), dtype=np.uint8)
+    assert candidate_moments(scores, mask) == whole
+    v = scores.astype(np.float64)
+    np.testing.assert_allclose(whole, (v.mean(), v.std() if v.std() ** 2 > 1e-18 else 1.0), rtol=1e-6, atol=1e-6)

@@ -58,10 +58,18 @@ WORKER = textwrap.dedent(
 
 
 def _store(tmp_path: Path) -> Path:
+    """Three commits of every file type (small commits write their segment alone, writer.SMALL_UNIT:
+    here every commit writes postings, term index and int8 copy too, so that each is damaged)."""
+    from mempp.storage import writer
+
     path = tmp_path / "s"
-    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
-        for b in range(3):
-            s.add(batch(b, long=True))
+    old, writer.SMALL_UNIT = writer.SMALL_UNIT, 0
+    try:
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
+            for b in range(3):
+                s.add(batch(b, long=True))
+    finally:
+        writer.SMALL_UNIT = old
     return path
 
 

@@ -42,6 +42,9 @@ WRITER = textwrap.dedent(
     if os.environ.get("MEMPP_TEST_PARALLEL_WRITES"):  # every commit takes the big batches' two-thread path
         import mempp.storage.writer
         mempp.storage.writer.PARALLEL_WRITES = 1
+    if os.environ.get("MEMPP_TEST_EVERY_FILE"):  # small commits write postings, term index and int8 copy too
+        import mempp.storage.writer
+        mempp.storage.writer.SMALL_UNIT = 0
     with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=index) as s:
         print("ready", flush=True)
         b = int(sys.argv[2])
@@ -76,7 +79,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path, paralle
     thread) for every commit; 60 kills serial and 40 that way in CI (whose 15 minutes they
     would otherwise take a quarter of), 1,000 and 400 with ``MEMPP_LONG=1``."""
     kills = (1000 if long_run() else 60) if not parallel else (400 if long_run() else 40)
-    env = {"MEMPP_TEST_PARALLEL_WRITES": "1"} if parallel else None
+    env = {"MEMPP_TEST_PARALLEL_WRITES": "1", "MEMPP_TEST_EVERY_FILE": "1"} if parallel else None
     rng = random.Random(5)
     path = tmp_path / "s"
     acked: list[int] = []
@@ -131,7 +134,7 @@ def test_kill_at_each_commit_step(tmp_path, step, parallel):
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
         for b in range(2):
             s.add(batch(b, long=True))
-    env = {"MEMPP_FAILPOINT": f"{step}:kill"} | ({"MEMPP_TEST_PARALLEL_WRITES": "1"} if parallel else {})
+    env = {"MEMPP_FAILPOINT": f"{step}:kill", "MEMPP_TEST_EVERY_FILE": "1"} | ({"MEMPP_TEST_PARALLEL_WRITES": "1"} if parallel else {})
     proc = _child(path, 2, 3, env)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, (out, err)  # every step is reached: batch 2 has every file type
@@ -185,7 +188,10 @@ def _answers(s: mempp.Store) -> list:
     out = []
     for q in QUERIES:
         for as_of in (None, "2023-03-01"):
-            out.append([(h.key, round(h.score, 9)) for h in s.query(q, k=3, as_of=as_of)])
+            # The ranking settings format1.expected.json was recorded with (before issue 18's thread
+            # stage and reserve rule): this test is about reading the old format, not about ranking.
+            hits = s.query(q, k=3, as_of=as_of, siblings=0, reserve_rule="paper")
+            out.append([(h.key, round(h.score, 9)) for h in hits])
     return out
 
 

@@ -1,12 +1,14 @@
-"""The real ONNX embedder (regression against known vectors) and the hash embedder."""
+"""The real ONNX embedders (regression against known vectors, hash checks) and the hash embedder."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
 
 import mempp
-from mempp.embedder import DEFAULT_MODEL_ID
+from mempp.embedder import BGE_SMALL, DEFAULT_MODEL, MINILM, MODELS, _sha256, embed_queries, model_spec
 
 KNOWN = {
     "The uptime SLA was raised to 99.95% in October.":
@@ -18,7 +20,7 @@ KNOWN = {
 
 @pytest.fixture(scope="module")
 def onnx():
-    return mempp.OnnxEmbedder()
+    return mempp.OnnxEmbedder(model="all-MiniLM-L6-v2")
 
 
 @pytest.mark.model
@@ -27,7 +29,7 @@ def test_known_vectors(onnx):
     assert vecs.shape == (2, 384) and vecs.dtype == np.float32
     np.testing.assert_allclose(vecs[:, :8], np.array(list(KNOWN.values())), atol=1e-3)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert onnx.model_id == DEFAULT_MODEL_ID and onnx.dim == 384 and onnx.max_tokens == 256
+    assert onnx.model_id == MINILM.model_id and onnx.dim == 384 and onnx.max_tokens == 256
 
 
 @pytest.mark.model
@@ -82,3 +84,100 @@ def test_hash_embedder_is_deterministic_and_unit():
     np.testing.assert_array_equal(a[0], a[1])
     assert np.isclose(np.linalg.norm(a[0]), 1.0) and not a[2].any()
     assert isinstance(e, mempp.Embedder)
+
+
+# bge-small-en-v1.5 (int8 ONNX from compartment 4.13.0): documents bare, queries behind the
+# instruction; first 8 dimensions, computed once with this code (each text alone).
+BGE_DOCS = {
+    "The uptime SLA was raised to 99.95% in October.":
+        [-0.048436, 0.043943, 0.004444, -0.010142, 0.005348, 0.034038, 0.005127, 0.015993],
+    "Hey Mel! Good to see you! How have you been?":
+        [-0.030768, -0.061582, 0.058307, -0.011741, 0.012008, -0.008635, 0.101216, 0.067892],
+    "who approved the service level agreement?":
+        [-0.052577, -0.004171, 0.02482, -0.10132, -0.061294, -0.005907, 0.025308, 0.052321],
+}
+BGE_QUERIES = {
+    "The uptime SLA was raised to 99.95% in October.":
+        [-0.070731, 0.006232, 0.010415, -0.003461, 0.010868, 0.032202, -0.020555, 0.001678],
+    "who approved the service level agreement?":
+        [-0.047331, 0.001251, 0.006117, -0.086236, -0.04897, -0.001051, 0.019695, 0.050839],
+}
+
+
+@pytest.fixture(scope="module")
+def bge():
+    return mempp.OnnxEmbedder(model="bge-small-en-v1.5")
+
+
+@pytest.mark.model
+def test_bge_known_vectors(bge):
+    assert (bge.model_id, bge.dim, bge.max_tokens, bge.pooling) == (BGE_SMALL.model_id, 384, 512, "cls")
+    assert bge.model_sha256 == BGE_SMALL.model_sha256
+    docs = bge.embed(list(BGE_DOCS))
+    np.testing.assert_allclose(docs[:, :8], np.array(list(BGE_DOCS.values())), atol=1e-3)
+    np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    queries = bge.embed_queries(list(BGE_QUERIES))
+    np.testing.assert_allclose(queries[:, :8], np.array(list(BGE_QUERIES.values())), atol=1e-3)
+
+
+@pytest.mark.model
+def test_bge_prefix_goes_on_queries_only(bge):
+    q = "who approved the service level agreement?"
+    prefix = "Represent this sentence for searching relevant passages: "
+    assert bge.query_prefix == prefix
+    np.testing.assert_allclose(bge.embed_queries([q]), bge.embed([prefix + q]), atol=1e-6)
+    assert not np.allclose(bge.embed_queries([q]), bge.embed([q]), atol=1e-3)
+    np.testing.assert_allclose(embed_queries(bge, [q]), bge.embed_queries([q]))
+    # an embedder without embed_queries embeds queries as documents
+    h = mempp.HashEmbedder()
+    np.testing.assert_array_equal(embed_queries(h, [q]), h.embed([q]))
+
+
+@pytest.mark.model
+def test_bge_vectors_do_not_depend_on_the_batch(bge):
+    # Dynamically quantized: batched with others a text's vector would move; each text runs alone.
+    assert bge.alone
+    texts = ["short", "a much longer sentence about the quarterly budget review and its outcome " * 3, "mid length text here"]
+    np.testing.assert_allclose(bge.embed(texts, batch_size=3), np.vstack([bge.embed([t]) for t in texts]), atol=1e-6)
+    assert bge.embed([]).shape == (0, 384)
+
+
+@pytest.mark.model
+def test_bge_window_is_512_tokens(bge):
+    assert len(bge.tokenizer.encode("word " * 1000).ids) == 512
+    a = bge.embed(["alpha " * 600])[0]
+    np.testing.assert_allclose(a, bge.embed(["alpha " * 600 + "omega " * 50])[0], atol=1e-6)
+    assert not np.allclose(bge.embed(["alpha " * 400])[0], bge.embed(["alpha " * 400 + "omega " * 50])[0], atol=1e-3)
+    vecs, owner = bge.embed_windows(["short", "word " * 1200, "alpha beta " * 300], stride=256)
+    # windows of 510 tokens after the first, every 256, while the text goes on past the window
+    assert owner.tolist() == [1, 1, 1, 2] and vecs.shape == (4, 384)
+
+
+def test_shipped_files_match_their_hashes():
+    for spec in MODELS.values():
+        model, tokenizer = spec.files()
+        assert _sha256(model) == spec.model_sha256 and _sha256(tokenizer) == spec.tokenizer_sha256
+    assert BGE_SMALL.files()[0].stat().st_size == 34_014_426
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_damaged_bge_file_is_refused(tmp_path, which):
+    model, tokenizer = (tmp_path / "model.onnx", tmp_path / "tokenizer.json")
+    for src, dst in zip(BGE_SMALL.files(), (model, tokenizer)):
+        shutil.copyfile(src, dst)
+    damaged = (model, tokenizer)[which]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(mempp.EmbedderError, match="sha256"):
+        mempp.OnnxEmbedder(model, tokenizer, model_sha256=BGE_SMALL.model_sha256, tokenizer_sha256=BGE_SMALL.tokenizer_sha256,
+                           pooling="cls", max_tokens=512)
+
+
+def test_model_names():
+    assert model_spec("bge-small") is model_spec("bge-small-en-v1.5") is model_spec(BGE_SMALL.model_id) is BGE_SMALL
+    assert model_spec("minilm") is MINILM and DEFAULT_MODEL in MODELS
+    with pytest.raises(mempp.EmbedderError, match="bge-small"):
+        model_spec("bge-large")
+    with pytest.raises(mempp.EmbedderError, match="not both"):
+        mempp.OnnxEmbedder("x.onnx", model="bge-small")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import mempp
+import mempp.storage.writer
 from mempp import IndexConfig
 
 
@@ -69,7 +70,7 @@ def test_windows_find_words_past_the_first_window(tmp_path):
 
 @pytest.mark.model
 def test_onnx_windows_cover_the_tail():
-    e = mempp.OnnxEmbedder()
+    e = mempp.OnnxEmbedder(model="minilm")
     vecs, owner = e.embed_windows(["short", "word " * 600, "alpha beta " * 150], stride=192)
     assert owner.tolist() == [1, 1, 2] and vecs.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
@@ -88,9 +89,11 @@ def _mapped_file(arr: np.ndarray) -> str | None:
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs Linux's /proc/self/maps")
-def test_opening_maps_the_stored_matrices_without_copying_them(tmp_path):
+def test_opening_maps_the_stored_matrices_without_copying_them(tmp_path, monkeypatch):
     """The embeddings, the int8 copy and the window vectors of a reopened store are read in
-    place from their files (a copy would cost the open its time and the process that much memory)."""
+    place from their files (a copy would cost the open its time and the process that much memory).
+    SMALL_UNIT 0: these commits write every file type, as a commit of 64 documents or more does."""
+    monkeypatch.setattr(mempp.storage.writer, "SMALL_UNIT", 0)
     filler = " ".join(f"filler{i}" for i in range(400))
     docs = [{"id": f"d{i}", "text": f"{filler} note {i}"} for i in range(40)]
     cfg = IndexConfig(window_stride=150, vector_copy="int8")

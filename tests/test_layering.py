@@ -73,6 +73,7 @@ READ_PATH_STAGES = {
     "lexical": {"options"},
     "vector": {"candidates", "options"},
     "vector_batch": {"candidates", "options", "vector"},
+    "threads": {"lexical"},  # after fusion: the thread stage and the reserve's rule (BM25 scores of a few documents)
 }
 
 
@@ -80,3 +81,4 @@ def test_read_path_stages_import_only_earlier_stages():
     for name, allowed in READ_PATH_STAGES.items():
         assert engine_imports(name) <= allowed, (name, engine_imports(name) - allowed)
     assert engine_imports("planner") <= set(READ_PATH_STAGES) | {"fusion", "types"}
+    assert "fusion" not in engine_imports("threads") and "planner" not in engine_imports("threads")

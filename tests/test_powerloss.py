@@ -30,7 +30,7 @@ EVERY_KIND = ["add", "add", "sup", "add", "merge", "ann", "add", "add", "merge"]
 SUPS = [("b0-1", "b1-1"), ("b0-2", "b1-0", "2023-06-01")]  # the supersession-only commit's two events
 
 
-def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[str] = PLAIN) -> tuple[list, DiskModel]:
+def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[str] = PLAIN, every_file: bool = False) -> tuple[list, DiskModel]:
     """Run ``plan`` through the model (``add``: the next batch; ``sup``: ``supersede_many(SUPS)``;
     ``ann``: ``build_ann``; ``merge``: ``merge(force=True)``). Returns, before each file operation and
     at the end: (the model's state, acked batches, acked extra supersessions, what is in flight)."""
@@ -48,6 +48,9 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
 
     model.on_op = before
     old = fsutil.set_io_hook(model)
+    from mempp.storage import writer
+
+    small, writer.SMALL_UNIT = writer.SMALL_UNIT, (0 if every_file else writer.SMALL_UNIT)  # 0: each commit writes every file type
     try:
         with mempp.Store.open(root, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
             for step in plan:
@@ -68,6 +71,7 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
                 inflight = None
     finally:
         fsutil.set_io_hook(old)
+        writer.SMALL_UNIT = small
     states.append((model.snapshot(), list(acked), sups, None))
     return states, model
 
@@ -91,7 +95,7 @@ def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("parallel,kinds", [(False, False), (True, False), (False, True)], ids=["serial", "parallel-writes", "every-kind"])
+@pytest.mark.parametrize("parallel,kinds", [(False, False), (True, False), (False, True)], ids=["serial-every-file", "parallel-writes", "every-kind"])
 def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monkeypatch, parallel, kinds):
     """``parallel``: every commit writes its derived files from a thread beside the segment (as
     batches of PARALLEL_WRITES documents or more do), the model taking one operation at a time.
@@ -102,7 +106,7 @@ def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monk
         from mempp.storage import writer
 
         monkeypatch.setattr(writer, "PARALLEL_WRITES", 1)
-    states, model = _record_run(tmp_path / "store", plan=EVERY_KIND if kinds else PLAIN)
+    states, model = _record_run(tmp_path / "store", plan=EVERY_KIND if kinds else PLAIN, every_file=not kinds)
     seeds = 40 if long_run() else 6
     modes = [("lose", 0), ("keep", 0)] + [("random", i) for i in range(seeds)]
     crashes, bad = _violations(tmp_path, states, modes)
@@ -138,7 +142,7 @@ def test_after_power_loss_the_next_writer_cleans_up_and_commits(tmp_path):
 def test_removing_any_one_fsync_is_caught(tmp_path, site):
     """The checker is strong enough: with this one fsync left out, some power loss loses acknowledged data
     or leaves a store that does not open (merges in the run, so a merge's own fsyncs count too)."""
-    states, _ = _record_run(tmp_path / "store", frozenset([site]), plan=EVERY_KIND)
+    states, _ = _record_run(tmp_path / "store", frozenset([site]), plan=EVERY_KIND, every_file=True)
     modes = [("lose", 0)] + [("random", i) for i in range(20)]
     crashes, bad = _violations(tmp_path, states, modes, limit=1)
     print(f"fsync {site} removed: violation found after {crashes} crashes: {bad[:1]}")

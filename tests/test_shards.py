@@ -61,9 +61,11 @@ def sharded(store, texts, as_ofs, n_shards, k=10, first_top=None, **options):
 
     driver = Driver(store, specs, first_top=first_top)
     opts = chunk_options(store, as_ofs, k, len(texts), options)
-    vecs = store.embedder.embed(texts) if opts[0].weights[2] else None
-    batches = [driver.score_chunk(call, a, texts[a : a + 16], opts[a : a + 16], None if vecs is None else vecs[a : a + 16])
-               for a in range(0, len(texts), 16)]
+    vecs, blank = store._embed_chunk(texts) if opts[0].weights[2] else (None, [False] * len(texts))
+    batches = [
+        driver.score_chunk(call, a, texts[a : a + 16], opts[a : a + 16], None if vecs is None else vecs[a : a + 16], blank[a : a + 16])
+        for a in range(0, len(texts), 16)
+    ]
     return pa.Table.from_batches(batches), driver
 
 
@@ -78,6 +80,10 @@ OPTIONS = [
     {"weights": (1, 1, 4), "context_mode": "sum", "context_length": 5},
     {"legs": ["lexical", "tag"]},
     {"legs": ["vector"]},
+    {"siblings": 0, "reserve_rule": "paper"},  # issue 18's stage off: the paper's pipeline
+    {"siblings": 0},
+    {"siblings": 3, "reserve_rule": "paper"},
+    {"siblings": 40, "context": ()},
 ]
 
 
@@ -144,29 +150,39 @@ def test_certificate_from_a_top_of_one(threaded, options):
         assert sum(driver.rounds) >= len(driver.rounds)
 
 
-def test_moments_are_summed_per_segment():
-    # The mean and deviation of a leg are summed per segment then across segments: any split of
-    # the segments among processes returns the same partial sums, so the same floats.
-    from mempp.kernels import dense_moment_parts, moments_of_parts, sparse_moment_parts
+def test_moment_sums_of_shards_add_up_to_the_whole():
+    # The mean and deviation of a z-scored leg come from integer sums (kernels.context, fixed
+    # point): a shard's partial sums, added by the driver, give the floats of one process exactly,
+    # however the documents are split.
+    from mempp.kernels import candidate_moments, fixed_sums, fixed_sums_masked, merge_sums, moments_from_sums, sparse_moments
 
     rng = np.random.default_rng(0)
-    scores = rng.random(1000).astype(np.float32)
-    mask = (rng.random(1000) < 0.6).astype(np.uint8)
-    starts = np.array([0, 130, 400, 401, 1000])
-    parts = np.empty((4, 2))
-    dense_moment_parts(scores, mask, starts, parts)
-    mu, sd = moments_of_parts(parts, int(mask.sum()))
-    v = scores[mask.astype(bool)].astype(np.float64)
-    assert mu == pytest.approx(v.mean(), rel=1e-12) and sd == pytest.approx(v.std(), rel=1e-9)
-    halves = [np.empty((2, 2)), np.empty((2, 2))]
-    dense_moment_parts(scores, mask, starts[:3], halves[0])
-    dense_moment_parts(scores, mask, starts[2:], halves[1])
-    assert moments_of_parts(np.concatenate(halves), int(mask.sum())) == (mu, sd)  # bit for bit
-    touched = np.flatnonzero(mask).astype(np.int64)
-    bounds = np.searchsorted(touched, starts)
-    sparse = np.empty((4, 2))
-    sparse_moment_parts(scores, touched, bounds, sparse)
-    assert np.array_equal(sparse, parts)
+    for trial in range(20):
+        n = int(rng.integers(1, 3000))
+        scores = (rng.random(n) * (30 if trial % 2 else 1)).astype(np.float32)
+        mask = (rng.random(n) < 0.6).astype(np.uint8)
+        want = candidate_moments(scores, mask)
+        cuts = np.sort(rng.integers(0, n + 1, size=int(rng.integers(0, 6))))
+        bounds = [0, *cuts.tolist(), n]
+        parts = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            sums = np.zeros(4, dtype=np.int64)
+            fixed_sums_masked(scores[lo:hi], mask[lo:hi], sums)
+            parts.append(sums)
+        assert moments_from_sums(merge_sums(parts), int(mask.sum())) == want  # bit for bit
+        touched = np.flatnonzero(mask).astype(np.int64)
+        rng.shuffle(touched)
+        halves = np.array_split(touched, 3)
+        sparse = []
+        for h in halves:
+            sums = np.zeros(4, dtype=np.int64)
+            fixed_sums(scores, h, len(h), sums)
+            sparse.append(sums)
+        n_cand = n + 7
+        assert moments_from_sums(merge_sums(sparse), n_cand) == sparse_moments(scores, touched, len(touched), n_cand)
+        if mask.any():
+            v = scores[mask.astype(bool)].astype(np.float64)
+            assert want[0] == pytest.approx(v.mean(), rel=1e-5, abs=1e-6)
 
 
 @pytest.mark.parametrize("use_max", [True, False])

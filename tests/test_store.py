@@ -137,7 +137,7 @@ def test_ranks_and_reserve_in_hits(tmp_path):
         docs = [{"id": f"d{i}", "text": f"budget review number {i} " + "budget " * (20 - i), "date": f"2023-01-{i + 1:02d}"}
                 for i in range(20)]
         s.add(docs)
-        hits = s.query("budget", k=6, legs=["lexical"])
+        hits = s.query("budget", k=6, legs=["lexical"], reserve_rule="paper")
         assert len(hits) == 6
         assert [h.reserved for h in hits] == [False] * 3 + [True] * 3
         fused = [h.key for h in hits[:3]]
@@ -146,6 +146,9 @@ def test_ranks_and_reserve_in_hits(tmp_path):
         assert all(h.ranks["lexical"] is not None and h.ranks["vector"] is None for h in hits)
         plain = s.query("budget", k=6, legs=["lexical"], reserve=False)
         assert [h.key for h in plain] == [f"d{i}" for i in range(6)]
+        # The default rule: reserve slots only for strong lexical matches near the top of the list.
+        relevant = s.query("budget", k=6, legs=["lexical"])
+        assert [h.key for h in relevant[:3]] == ["d0", "d1", "d2"] and "d19" not in [h.key for h in relevant]
 
 
 def test_precomputed_embeddings(tmp_path):
@@ -179,7 +182,8 @@ def test_store_without_a_known_embedder_needs_vectors(tmp_path):
 def test_query_edge_cases(store):
     store.add(ORG)
     assert list(store.query("SLA", k=0)) == []
-    assert len(store.query("SLA", k=10**9, depth=10**9)) <= len(store)
+    # clamped to the candidates, every one of them (the vector leg ranks them all): sla-1 is superseded
+    assert sorted(h.key for h in store.query("SLA", k=10**9, depth=10**9)) == ["lunch", "sla-2", "undated"]
     assert list(store.query("  ", k=10)) == []  # no words and no vector: nothing to rank by
     for bad in (-1, 1.5, "3", True):
         with pytest.raises(mempp.ValidationError, match="'k'"):

@@ -9,7 +9,12 @@ A plain-Python model of the rules is checked against a real ``mempp.Store``:
   of that (UTC) day, a date-only document date the start of it;
 * supersession events come from the ``supersedes`` field of added documents, from
   ``Store.supersede(old, new, effective=...)``, and from re-adding an existing ``id`` with a
-  different text (effective at the new document's date; "now" when it is undated).
+  different text (effective at the new document's date; "now" when it is undated: the
+  instant the store recorded it, which the model knows to within the call that made it, so
+  it is right for any ``as_of``, far in the future or between two calls alike);
+* a re-ingest (README, *Write rules*): same author and whitespace-normalized text as a
+  stored row that is active (a key on both sides must be the same), or that has the same key
+  and date (a replay of a superseded version), gives the existing id and changes nothing.
 
 The vector leg scans every candidate, so ``k = depth = n docs`` with ``legs=["vector"]`` and
 ``reserve=False`` returns exactly the candidate set.
@@ -17,6 +22,7 @@ The vector leg scans every candidate, so ``k = depth = n docs`` with ``legs=["ve
 
 from __future__ import annotations
 
+import time as _time
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
@@ -43,7 +49,6 @@ from strategies import (
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-NOW = "now"  # effective date of a supersession by an undated document: the time it was recorded
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -78,6 +83,36 @@ def micros(dt: datetime) -> int:
     return (dt - EPOCH) // timedelta(microseconds=1)
 
 
+def wall_us() -> int:
+    """The wall clock in µs since the epoch (the clock the store stamps what it records with)."""
+    return _time.time_ns() // 1000
+
+
+def iso_us(us: int) -> str:
+    """An instant (µs since the epoch) as an ISO timestamp, for an ``as_of``."""
+    return (EPOCH + timedelta(microseconds=us)).isoformat()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The instant a call recorded something ("effective now"), known to lie in ``[lo, hi]`` (µs):
+    the wall clock read just before and just after the call."""
+
+    lo: int
+    hi: int
+
+
+class Ambiguous(Exception):
+    """An ``as_of`` inside the span of a call that recorded an "effective now": the model cannot tell."""
+
+
+def recorded(call):
+    """Run ``call()``; returns ``(its result, Recorded(span of the call))``."""
+    lo = wall_us()
+    out = call()
+    return out, Recorded(lo, wall_us())
+
+
 @dataclass
 class MDoc:
     id: int
@@ -85,12 +120,14 @@ class MDoc:
     author: str | None
     fingerprint: tuple[str, str]
     date: datetime | None
+    text: str = ""
 
 
 class Model:
     def __init__(self) -> None:
         self.docs: list[MDoc] = []
-        self.events: list[tuple[int, int, object]] = []  # (old, new, effective datetime or NOW)
+        self.events: list[tuple[int, int, object]] = []  # (old, new, effective datetime or Recorded)
+        self.spans: list[Recorded] = []  # every write's span, in order (as_of values between two writes)
 
     def active(self, doc: int) -> bool:
         return not any(old == doc for old, _, _ in self.events)
@@ -107,7 +144,19 @@ class Model:
             doc = [d for d in self.docs if d.key == key][-1]
         return doc
 
-    def add(self, batch: list[dict]) -> list[int | None]:
+    def duplicate(self, key: str | None, fp: tuple[str, str], when: datetime | None) -> MDoc | None:
+        """The stored document a new record re-ingests: the newest with its fingerprint whose key
+        does not differ, either active or (a replay of a superseded version) with the same key and date."""
+        for d in reversed(self.docs):
+            if d.fingerprint != fp or (d.key is not None and key is not None and d.key != key):
+                continue
+            if self.active(d.id) or (key is not None and d.key == key and d.date == when):
+                return d
+        return None
+
+    def add(self, batch: list[dict], at: Recorded) -> list[int | None]:
+        """``batch`` added by one call that ran within ``at``."""
+        self.spans.append(at)
         out: list[int | None] = []
         for raw in batch:
             text = raw["text"]
@@ -116,15 +165,13 @@ class Model:
                 continue
             key, author = raw.get("id"), raw.get("author")
             fp = (author or "", " ".join(text.split()))
-            same = [
-                d for d in self.docs
-                if d.fingerprint == fp and self.active(d.id) and (d.key is None or key is None or d.key == key)
-            ]
-            if same:  # idempotent re-ingest
-                out.append(same[-1].id)
+            when = doc_instant(raw["date"]) if raw.get("date") else None
+            same = self.duplicate(key, fp, when)
+            if same is not None:  # idempotent re-ingest
+                out.append(same.id)
                 continue
-            new = MDoc(len(self.docs), key, author, fp, doc_instant(raw["date"]) if raw.get("date") else None)
-            effective = new.date if new.date is not None else NOW
+            new = MDoc(len(self.docs), key, author, fp, when, text)
+            effective = new.date if new.date is not None else at
             prev = self.active_with_key(key) if key is not None else None
             self.docs.append(new)
             if prev is not None:  # a new version of an existing id
@@ -134,27 +181,42 @@ class Model:
             out.append(new.id)
         return out
 
-    def supersede(self, old_key: str, new_key: str, effective: str | None) -> None:
+    def supersede(self, old_key: str, new_key: str, effective: str | None, at: Recorded) -> None:
+        """``Store.supersede(old_key, new_key, effective)``, called within ``at``."""
+        self.spans.append(at)
         old, new = self.resolve(old_key), self.resolve(new_key)
         if effective is not None:
             eff = doc_instant(effective)
         else:
-            eff = new.date if new.date is not None else NOW
+            eff = new.date if new.date is not None else at
         self.events.append((old.id, new.id, eff))
 
+    def between(self, i: int) -> str:
+        """An as_of after the ``i``-th write's span and before the next one's (or just after the last)."""
+        lo = self.spans[i].hi
+        hi = self.spans[i + 1].lo if i + 1 < len(self.spans) else lo + 2
+        return iso_us((lo + hi) // 2)
+
     def valid(self, as_of: str | None, authors=None) -> set[int]:
+        """The documents valid at ``as_of``; raises :class:`Ambiguous` if an "effective now"
+        event's span holds ``as_of``."""
         theta = as_of_instant(as_of)
+        t_us = None if theta is None else micros(theta)
+
+        def in_effect(eff) -> bool:
+            if isinstance(eff, Recorded):
+                if eff.lo <= t_us < eff.hi:
+                    raise Ambiguous(as_of)
+                return eff.hi <= t_us
+            return eff <= theta
+
         out = set()
         for d in self.docs:
             events = [eff for old, _, eff in self.events if old == d.id]
             if theta is None:
                 ok = not events
             else:
-                ok = (
-                    d.date is not None
-                    and d.date <= theta
-                    and not any(eff is not NOW and eff <= theta for eff in events)
-                )
+                ok = d.date is not None and d.date <= theta and not any(in_effect(eff) for eff in events)
             if ok and (authors is None or d.author in authors):
                 out.add(d.id)
         return out
@@ -168,12 +230,12 @@ def open_store(path):
 def apply(store, model: Model, history) -> None:
     for op in history.ops:
         if op[0] == "add":
-            got = store.add(op[1])
-            assert got == model.add(op[1]), f"add returned {got}"
+            got, at = recorded(lambda: store.add(op[1]))
+            assert got == model.add(op[1], at), f"add returned {got}"
         else:
             _, old, new, effective = op
-            store.supersede(old, new, effective=effective, backdate=True)
-            model.supersede(old, new, effective)
+            _, at = recorded(lambda: store.supersede(old, new, effective=effective, backdate=True))
+            model.supersede(old, new, effective, at)
 
 
 def query_ids(store, as_of, authors=None, text=QUERY) -> set[int]:
@@ -196,20 +258,33 @@ def mask_ids(store, as_of, authors=None, date_from=None, date_to=None) -> set[in
     return set(np.flatnonzero(mask).tolist())
 
 
+def recorded_at(store, doc: int) -> int:
+    """When the store recorded ``doc`` (µs), from its ``ingested_at``."""
+    return micros(store.get(doc).ingested_at)
+
+
 def keys_of(store, ids) -> set:
     return {store.get(int(i)).key for i in ids}
 
 
 # --- property tests against the model -------------------------------------------------------------
+def between_writes(history) -> st.SearchStrategy:
+    """``("between", i)``: an as_of between the ``i``-th write and the next (resolved by ``Model.between``)."""
+    return st.integers(0, len(history.ops) - 1).map(lambda i: ("between", i))
+
+
 @SETTINGS
 @given(history=histories(), data=st.data())
 def test_query_returns_exactly_the_valid_documents(tmp_path_factory, history, data):
-    checks = data.draw(st.lists(st.tuples(as_of_for(history), author_filters), min_size=1, max_size=6), label="checks")
+    as_ofs = st.one_of(as_of_for(history), between_writes(history))
+    checks = data.draw(st.lists(st.tuples(as_ofs, author_filters), min_size=1, max_size=6), label="checks")
     model = Model()
     with open_store(tmp_path_factory.mktemp("store")) as store:
         apply(store, model, history)
         assert len(store) == len(model.docs)
         for as_of, authors in checks:
+            if isinstance(as_of, tuple):
+                as_of = model.between(as_of[1])
             want = model.valid(as_of, authors)
             assert query_ids(store, as_of, authors) == want, (as_of, authors)
             assert mask_ids(store, as_of, authors) == want, (as_of, authors)
@@ -381,6 +456,11 @@ def test_undated_new_version_supersedes_from_now(tmp_path):
         v2, = store.add([{"id": "p", "text": "policy B"}])  # undated: effective when recorded
         assert query_ids(store, "2023-12-31") == {v1}  # the past is unchanged
         assert query_ids(store, None) == {v2}
+        # Once recorded, the supersession is in effect at any later as_of; v2, undated, is never
+        # a candidate at a given as_of: far ahead, neither version is.
+        assert query_ids(store, "2999-12-31") == set()
+        assert query_ids(store, iso_us(recorded_at(store, v2) + 1)) == set()
+        assert query_ids(store, iso_us(recorded_at(store, v2) - 1)) == {v1}
 
 
 def test_readd_identical_text_is_idempotent(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import date, datetime, timezone
 
 import numpy as np
 import pytest
@@ -89,30 +90,116 @@ def test_dates_policy(store):
     assert "far" not in {h.key for h in store.query("far future", as_of="2024-01-01")}
 
 
-texts = st.one_of(st.text(max_size=50), st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2))
-dates = st.one_of(st.none(), st.text(max_size=25), st.integers(), st.dates().map(str), st.datetimes().map(str))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(docs=st.lists(st.fixed_dictionaries({"text": texts, "date": dates, "author": st.one_of(st.none(), st.text(max_size=10), st.integers())}), max_size=5))
-def test_any_input_is_stored_exactly_or_rejected_whole(store, docs):
-    before = len(store)
-    version = store.version
+# --- an oracle of the documented input rules ------------------------------------------------------
+def _unicode(value: str) -> bool:
+    """Valid Unicode text: no lone surrogate (it has no UTF-8 encoding)."""
     try:
-        ids = store.add(docs)
-    except mempp.ValidationError as exc:
-        assert exc.field in {"text", "date", "author"} and exc.record is not None
-        assert len(store) == before and store.version == version
-        return
-    assert len(ids) == len(docs)
-    for doc, doc_id in zip(docs, ids):
-        if doc_id is None:
-            assert not doc["text"].strip()
+        value.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _date_ok(value) -> bool:
+    """An ISO 8601 string (Python's reading of it), a ``datetime`` or a ``date``, convertible to UTC."""
+    if isinstance(value, str):
+        s = value.strip()
+        if not s:
+            return False
+        try:
+            value = datetime.fromisoformat(s)
+        except ValueError:
+            return False
+    if isinstance(value, datetime):
+        try:
+            (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        except OverflowError:
+            return False
+        return True
+    return isinstance(value, date)
+
+
+def first_invalid(docs: list[dict]) -> tuple[str, int] | None:
+    """``(field, record)`` of the first error the README's rules give a batch of dicts with the
+    fields ``id``, ``text``, ``author``, ``date`` and any extra (JSON) fields, or None when every
+    record is valid. Per record, in order: ``id`` (a string or null, valid Unicode); ``text``
+    (a string, valid Unicode; an empty or whitespace-only text skips the rest: the record is not
+    stored); ``author`` (a string or null, valid Unicode); ``date`` (null or a date); the extra
+    fields (JSON values: no NaN or infinity)."""
+    for i, doc in enumerate(docs):
+        key = doc.get("id")
+        if key is not None and (not isinstance(key, str) or not _unicode(key)):
+            return "id", i
+        text = doc.get("text")
+        if not isinstance(text, str) or not _unicode(text):
+            return "text", i
+        if not text.strip():
             continue
-        rec = store.get(doc_id)
-        assert " ".join(rec.text.split()) == " ".join(doc["text"].split())
-        # A re-ingest returns the stored row, whose author may be None where this one is "" (same fingerprint).
-        assert rec.author == doc["author"] or (doc_id < before and (rec.author or "") == (doc["author"] or ""))
+        author = doc.get("author")
+        if author is not None and (not isinstance(author, str) or not _unicode(author)):
+            return "author", i
+        if doc.get("date") is not None and not _date_ok(doc["date"]):
+            return "date", i
+        extra = {k: v for k, v in doc.items() if k not in ("id", "text", "author", "date")}
+        if any(isinstance(v, float) and not math.isfinite(v) for v in extra.values()):
+            return "meta", i
+        if any(isinstance(v, str) and not _unicode(v) for v in extra.values()):
+            return "meta", i
+    return None
+
+
+VALID = {
+    "text": st.text(max_size=50),
+    "date": st.one_of(st.none(), st.dates().map(str), st.datetimes().map(str)),
+    "author": st.one_of(st.none(), st.text(max_size=10)),
+}
+# Mostly invalid (a text date may parse: the oracle decides).
+INVALID = {
+    "text": st.one_of(st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2)),
+    "date": st.one_of(st.text(max_size=25), st.integers()),
+    "author": st.integers(),
+}
+
+
+@st.composite
+def batches(draw) -> list[dict]:
+    """A batch of valid records, in about half the examples with one to three fields made bad."""
+    docs = draw(st.lists(st.fixed_dictionaries(VALID), max_size=5))
+    if docs and draw(st.booleans()):
+        for _ in range(draw(st.integers(1, 3))):
+            i = draw(st.integers(0, len(docs) - 1))
+            name = draw(st.sampled_from(sorted(INVALID)))
+            docs[i][name] = draw(INVALID[name])
+    return docs
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=batches())
+@example(docs=[{"text": "fine", "date": "2023-01-01", "author": None}])  # valid input must be stored
+@example(docs=[{"text": "fine", "date": None, "author": "A"}, {"text": "x", "date": "2023-02-30", "author": None}])
+def test_any_input_is_stored_exactly_or_rejected_whole(tmp_path_factory, docs):
+    """Each example on a fresh store: the oracle says whether the batch is valid and, if not,
+    which record and field the error must name."""
+    with mempp.Store.open(tmp_path_factory.mktemp("v") / "s", embedder=mempp.HashEmbedder()) as store:
+        store.add([GOOD])  # something stored already (a re-ingest of it is possible)
+        before, version = len(store), store.version
+        expected = first_invalid(docs)
+        try:
+            ids = store.add(docs)
+        except mempp.ValidationError as exc:
+            assert (exc.field, exc.record) == expected, (exc, expected)
+            assert len(store) == before and store.version == version
+            return
+        assert expected is None, f"accepted a batch the rules reject at {expected}"
+        assert len(ids) == len(docs)
+        for doc, doc_id in zip(docs, ids):
+            if doc_id is None:
+                assert not doc["text"].strip()
+                continue
+            rec = store.get(doc_id)
+            assert " ".join(rec.text.split()) == " ".join(doc["text"].split())
+            # A re-ingest returns the stored row, whose author may be None where this one is "" (same fingerprint).
+            assert rec.author == doc["author"] or (doc_id < before and (rec.author or "") == (doc["author"] or ""))
 
 
 from hypothesis import given, settings

@@ -1,0 +1,164 @@
+"""After fusion: the thread stage (small threads) and the relevant-evidence reserve.
+
+**Thread stage.** A strong hit's *small* thread (an email thread, a ticket and its replies, a
+meeting and its notes) is likely evidence too: the other messages carry the rest of the event. A
+long conversation session is not: its other turns are mostly about something else. So each
+candidate document (valid at ``as_of``, passing the filters) of a thread that holds **at most**
+``siblings`` **documents** (over the whole store; 0 turns the stage off) rises to
+``SIBLING_SHARE`` (0.7) of the best fused score among its thread's other members, when that is
+above its own: near its best sibling, below it, among what fusion ranked there. Longer threads
+are left to thread context (``kernels.context``), which lifts a turn toward its neighbours'
+scores inside each leg. (Listing every sibling right after its hit, as issue 18's baseline does,
+was measured too and lost to this on both tuning sets: ``docs/quality.md``.)
+
+**Reserve.** The last ``RESERVE_SLOTS`` of the ``k`` slots go to the latest-dated documents of
+the rest of the list, as the paper's rule says, but (rule ``"relevant"``, the default) only to
+*strong lexical matches*: documents whose own BM25 score for the question (a lift by thread
+context does not count) is at least ``RESERVE_MIN_SHARE`` (0.7) of the best one among the
+lexical leg's first ``RESERVE_BEST_POOL`` and the reserve's pool, and that stand within the first
+``RESERVE_DEPTH_FACTOR x k`` places of the list. A vector match alone never qualifies: every
+candidate has a cosine, so in a small store "where is the runbook?" would otherwise spend the
+slots on whatever was written last ("Thanks!"). Slots that no qualifying document fills go by
+list order, so an answer always holds ``min(k, listed)`` documents. Rule ``"paper"``: any
+document matched by a leg qualifies (``mempp eval --preset paper``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from mempp.kernels.rrf import RESERVE_SLOTS
+
+RESERVE_RULES = ("relevant", "paper")
+SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
+RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
+RESERVE_MIN_SHARE = 0.7  # ... and score at least this share of the best BM25 score
+RESERVE_BEST_POOL = 10  # the best BM25 score is taken over the lexical leg's first 10 and the reserve's pool
+
+
+def fused_order(fused: Mapping[int, float]) -> list[int]:
+    """Documents by fused score, the later-ingested (higher id) first on ties."""
+    return sorted(fused, key=lambda d: (-fused[d], -d))
+
+
+def lift_siblings(order: Sequence[int], fused: Mapping[int, float], siblings_of: Callable[[int], Sequence[int]], share: float) -> dict[int, float]:
+    """Scores after the thread stage: each sibling of a document of ``order`` gets at least
+    ``share`` x that document's fused score (its own when higher); documents only reached as
+    siblings enter with that score."""
+    lifted = dict(fused)
+    for d in order:
+        v = share * fused[d]
+        for s in siblings_of(d):
+            if v > lifted.get(s, 0.0):
+                lifted[s] = v
+    return lifted
+
+
+def select(
+    ranked: Sequence[int], dates: np.ndarray, undated: int, k: int, reserve: bool, qualifies: Callable[[int, int], bool] | None = None
+) -> list[tuple[int, bool]]:
+    """``k`` documents of ``ranked`` (best first): ``(doc, reserved)`` in result order.
+
+    With the reserve, the first ``k - 3`` places by list order, the last 3 to the latest-dated
+    (then later-ingested) documents of the rest for which ``qualifies(doc, place)`` holds (None:
+    all; undated documents never), what stays empty by list order.
+    """
+    if k <= 0:
+        return []
+    if not reserve:
+        return [(d, False) for d in ranked[:k]]
+    n_fused = min(max(k - RESERVE_SLOTS, 0), len(ranked))
+    out = [(d, False) for d in ranked[:n_fused]]
+    pool = [
+        d for place, d in enumerate(ranked) if place >= n_fused and dates[d] != undated and (qualifies is None or qualifies(d, place))
+    ]
+    pool.sort(key=lambda d: (-int(dates[d]), -d))
+    picks = pool[: k - n_fused]
+    out += [(d, True) for d in picks]
+    taken = set(picks)
+    for d in ranked[n_fused:]:
+        if len(out) >= k:
+            break
+        if d not in taken:
+            out.append((d, False))
+    return out
+
+
+def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Sequence[int]]:
+    """``siblings_of(doc)``: the other candidate documents of ``doc``'s thread in ingest order, when
+    that thread holds at most ``max_size`` documents in the store (else none)."""
+    facet = snap.threads
+    counts = facet.counts()
+    codes = facet.codes
+    prev, nxt = snap.thread_links  # each document's neighbour in its thread, in ingest order
+
+    def siblings_of(d: int) -> Sequence[int]:
+        c = int(codes[d])
+        if c < 0 or counts[c] > max_size or counts[c] < 2:
+            return ()
+        head = d
+        while prev[head] >= 0:  # at most max_size steps
+            head = int(prev[head])
+        out = []
+        while head >= 0:
+            if head != d and mask[head]:
+                out.append(head)
+            head = int(nxt[head])
+        return out
+
+    return siblings_of
+
+
+def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0, pool: Sequence[int] = ()) -> set[int]:
+    """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
+    question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
+    whatever thread context did to the lexical leg's ranking."""
+    from .lexical import K1, _lex_table
+
+    terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
+    ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+    if not len(ids) or not len(docs):
+        return set()
+    from mempp.kernels.maxscore import lex_idf, lex_lookup, lex_score_docs
+
+    table, index, keep = _lex_table(snap)
+    n_seg = table.shape[0]
+    starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+    df = np.empty(len(ids), dtype=np.int64)
+    idf = np.empty(len(ids), dtype=np.float64)
+    lex_lookup(*index, ids, starts, ends, df, slots)
+    lex_idf(snap.n_docs, df, idf)
+    wanted = np.unique(np.asarray(list(docs) + list(pool), dtype=np.int64))
+    scores = np.empty(len(wanted), dtype=np.float64)
+    lex_score_docs(table, starts, ends, idf, K1, wanted, scores)
+    del keep
+    floor = share * float(scores.max()) if share > 0 and len(scores) else 0.0
+    ok = (scores > 0) & (scores >= floor)
+    mine = np.isin(wanted, np.asarray(docs, dtype=np.int64))
+    return set(wanted[ok & mine].tolist())
+
+
+def choose(
+    snap, fused: dict[int, float], rankings: Mapping[str, Sequence[int]], mask: np.ndarray, opt, undated: int, question: str = "",
+) -> list[tuple[int, bool]]:
+    """The thread stage then the reserve, on fused scores; ``fused`` takes the thread stage's
+    scores (so the hits' scores stay in list order)."""
+    order = fused_order(fused)
+    cut = int(RESERVE_DEPTH_FACTOR * opt.k)
+    if opt.siblings and snap.has_threads:
+        fused.update(lift_siblings(order, fused, thread_siblings(snap, mask, opt.siblings), SIBLING_SHARE))
+        order = fused_order(fused)
+    qualifies = None
+    if opt.reserve and opt.reserve_rule == "relevant":
+        n_fused = max(opt.k - RESERVE_SLOTS, 0)
+        # The best BM25 score is among the lexical leg's first few (thread context moves a
+        # document at most a little above its own score's rank in "max" mode).
+        lex = np.asarray(rankings.get("lexical", ()), dtype=np.int64)[:RESERVE_BEST_POOL].tolist()
+        lexical = lexical_matches(snap, question, order[n_fused:cut], RESERVE_MIN_SHARE, lex)
+
+        def qualifies(d: int, place: int) -> bool:
+            return place < cut and d in lexical
+
+    return select(order, snap.dates, undated, opt.k, opt.reserve, qualifies)

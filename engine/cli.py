@@ -298,10 +298,11 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
 
 
 def _distributed():
-    try:
-        from . import distributed
-    except ImportError as exc:
-        raise MemppError(str(exc)) from None
+    """``mempp.distributed``; without the ``ray`` extra, a clear error naming it."""
+    from . import distributed
+
+    if distributed.ray is None:
+        raise MemppError(distributed.NO_RAY)
     return distributed
 
 

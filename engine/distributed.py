@@ -1,7 +1,8 @@
 """Past one machine, on Ray: corpus embedding and bulk scoring, each equal to one process's.
 
-Needs the extra ``mempp[ray]`` (Ray Data, pinned to the minor version it is tested with);
-importing this module without it raises ``ImportError`` saying so. Nothing here schedules,
+Needs the extra ``mempp[ray]`` (Ray Data, pinned to the minor version it is tested with):
+without it this module imports, and each of its functions raises ``ImportError`` saying which
+extra to install. Nothing here schedules,
 queues or talks to workers itself: embedding is a Ray Data ``map_batches`` over an actor pool,
 scoring runs Ray actors.
 
@@ -29,8 +30,15 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 try:
     import ray
     import ray.data
-except ImportError as _exc:  # pragma: no cover - the tests run with the extra installed
-    raise ImportError("mempp.distributed runs on Ray, which is not installed: pip install 'mempp[ray]'") from _exc
+except ImportError:  # the extra is not installed: the functions say so when called
+    ray = None
+
+NO_RAY = "mempp.distributed runs on Ray, which is not installed: pip install 'mempp[ray]'"
+
+
+def _need_ray() -> None:
+    if ray is None:
+        raise ImportError(NO_RAY)
 
 import numpy as np
 
@@ -51,6 +59,7 @@ SHARD_CHUNK = 64  # queries per round of segment-sharded scoring (a shard holds 
 def connect(address: str | None = None, **init: Any) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``, ``"ray://host:10001"``, ...); None or
     ``"local"`` starts one on this machine. Nothing happens when Ray is already initialized."""
+    _need_ray()
     if ray.is_initialized():
         return
     if address in (None, "local"):
@@ -184,6 +193,7 @@ def embed_batches(
     index: IndexConfig | None = None, model: dict | None = None, cpus_per_worker: int | None = None,
 ) -> Iterator:
     """:func:`embed`, yielding ``pyarrow.Table`` pieces in the source's order as they are done."""
+    _need_ray()
     info, idx = _store_info(store, index, model)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"expected an integer >= 1, got {batch_size!r}", field="batch_size")
@@ -242,6 +252,7 @@ def embed(
     """
     import pyarrow as pa
 
+    _need_ray()
     parts = []
     for piece in embed_batches(
         source, num_workers=num_workers, num_gpus=num_gpus, batch_size=batch_size, store=store, index=index, model=model,
@@ -320,6 +331,7 @@ def score(
     from .gather import Driver, chunk_options, plan_shards
     from .store import Store
 
+    _need_ray()
     owned = not isinstance(store, Store)
     st = Store.open(store, read_only=True, create=False) if owned else store
     try:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import mempp
+from mempp.tables import records_table
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'mempp[ray]' (the test extra pulls it in)")
 
@@ -96,6 +97,20 @@ def test_embed_equals_store_add_and_adds_back(cluster, tmp_path):
             assert np.array_equal(wa.window_rows, wb.window_rows)
             assert np.abs(wa.window_embeddings - wb.window_embeddings).max() <= 1e-5
             assert a.stats()["superseded"] == b.stats()["superseded"] > 0
+
+
+@pytest.mark.model
+def test_embed_uses_the_stores_model(cluster, tmp_path):
+    # A store built with the other shipped model (bge-small): the workers load that one, from the
+    # store's model record, and embed as Store.add does.
+    docs = corpus(10, seed=8)
+    with mempp.Store.open(tmp_path / "bge", embedder="bge-small") as s:
+        s.add(docs)
+        from mempp import distributed
+
+        table = distributed.embed(records_table(enumerate(docs, 1)), store=s, num_workers=1)
+        assert matrix(table.column("embedding")).shape == s._snap.segments[0].segment.embeddings.shape
+        assert np.abs(matrix(table.column("embedding")) - s._snap.segments[0].segment.embeddings).max() <= 1e-5
 
 
 @pytest.mark.model

@@ -321,8 +321,9 @@ def score(
     each open the store and answer chunks of the questions. With ``shards=N`` (segment-sharded,
     for a store larger than one machine's memory): N actors each hold a run of adjacent units
     (about 1/N of the documents); this process embeds the questions, sends them to every shard,
-    merges the legs exactly and answers with the planner (``mempp.gather``). A store with an
-    ANN index is scored as the exact scan scores it (bulk scoring never reads ANN indexes).
+    merges the legs exactly and answers with the planner (``mempp.gather``). Shards scan
+    exactly: a store with an ANN index needs ``vector_index="exact"`` there (``query_batch``
+    returns the same rows with it).
     ``stats``: a dict to receive where the time went (seconds starting the workers, embedding
     questions, in the driver's merge, waiting on the shards; rounds and fetched documents).
     """
@@ -337,7 +338,7 @@ def score(
     try:
         st._check_open()
         texts, as_ofs = check_texts(queries, as_of)
-        opts = chunk_options(st, as_ofs, k, len(texts), query_options)  # every option checked before any work
+        opts = chunk_options(st, as_ofs, k, len(texts), query_options, sharded=shards is not None)  # every option checked before any work
         n_docs = st._snap.n_docs
         step = stream_chunk(n_docs, chunk)
         vecs = None

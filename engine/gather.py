@@ -416,11 +416,21 @@ class _ZLeg:
         self.done = (out_ids[:got].copy(), extra)
 
 
-def chunk_options(store, as_ofs: list, k: int, n_texts: int, kwargs: dict) -> list[QueryOptions]:
-    """Every query's options, checked as ``Store.query_stream`` checks them, and clamped to the store's size."""
+def chunk_options(store, as_ofs: list, k: int, n_texts: int, kwargs: dict, sharded: bool = False) -> list[QueryOptions]:
+    """Every query's options, checked as ``Store.query_stream`` checks them, and clamped to the store's size.
+
+    ``sharded``: a store with an ANN index is refused unless ``vector_index="exact"``: shards scan
+    exactly, while ``query_batch`` may answer a vector leg from the (approximate) index, so the
+    rows could differ; with ``"exact"`` both scan and they are equal."""
     if kwargs.get("question_dates"):
         raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
     kwargs = {key: v for key, v in kwargs.items() if key != "question_dates"}
     opts = store._batch_options(as_ofs, k=k, **kwargs)
+    if sharded and opts and opts[0].ann != "exact" and getattr(store._snap, "ann", None):
+        raise ValidationError(
+            "this store has an ANN index, which segment-sharded scoring does not read: pass vector_index='exact' "
+            "(query_batch with it returns the same rows), or score query-parallel",
+            field="vector_index",
+        )
     n = max(store._snap.n_docs, 1)
     return [replace(o, k=min(o.k, n), depth=min(o.depth, n)) if o.k > n or o.depth > n else o for o in opts]

@@ -60,7 +60,7 @@ def sharded(store, texts, as_ofs, n_shards, k=10, first_top=None, **options):
         return [getattr(shard, method)(*a) for shard, a in zip(shards, args)]
 
     driver = Driver(store, specs, first_top=first_top)
-    opts = chunk_options(store, as_ofs, k, len(texts), options)
+    opts = chunk_options(store, as_ofs, k, len(texts), options, sharded=True)
     vecs, blank = store._embed_chunk(texts) if opts[0].weights[2] else (None, [False] * len(texts))
     batches = [
         driver.score_chunk(call, a, texts[a : a + 16], opts[a : a + 16], None if vecs is None else vecs[a : a + 16], blank[a : a + 16])
@@ -227,3 +227,18 @@ def test_context_bound_bounds_every_document_below_it(use_max, scaled):
                 below += 1
                 assert out[j] <= bound, (d, out[j], bound)
         assert below > 0
+
+
+def test_a_store_with_an_ann_index_is_sharded_only_with_the_exact_scan(tmp_path):
+    # query_batch may answer a vector leg from the (approximate) index; shards scan exactly, so
+    # the driver refuses unless vector_index="exact", where both scan and the rows are equal.
+    path = build(tmp_path / "s", seed=6, commits=2, per=70)
+    with mempp.Store.open(path, merge="manual") as s:
+        assert s.build_ann(min_docs=10) is not None
+    texts, as_ofs = questions(13, n=10)
+    with mempp.Store.open(path, read_only=True) as store:
+        assert store._snap.ann and store._snap.ann[0].wait(60)
+        with pytest.raises(mempp.ValidationError, match="vector_index"):
+            sharded(store, texts, as_ofs, 2)
+        got, _ = sharded(store, texts, as_ofs, 2, vector_index="exact")
+        assert got.equals(store.query_batch(texts, as_of=as_ofs, vector_index="exact"))

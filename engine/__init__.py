@@ -6,6 +6,12 @@ when a question brings its own date and wording.
 >>> import mempp
 >>> mempp.Store, mempp.format_evidence  # doctest: +ELLIPSIS
 (<class 'mempp.store.Store'>, <function format_evidence at ...>)
+
+Owns the public API: the names ``import mempp`` gives (``__all__``: :class:`Store`, the config,
+the embedders, the errors, the result types, :func:`format_evidence`) and ``__version__``.
+Importing it loads no model.
+
+Never imports: cli, planner, mempp.bench, onnxruntime, tokenizers.
 """
 
 from .config import IndexConfig

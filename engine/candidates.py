@@ -5,6 +5,8 @@ superseded by then; undated ones only when ``as_of`` is None), then narrowed by 
 and by author, thread and channel filters, as a uint8 mask over doc ids. Also the snapshot's
 checkpoint index of validity (:class:`ValidIndex`, built once per snapshot). It must never
 import the legs, fusion, the planner or the store: they build on it.
+
+Never imports: lexical, tags, vector, vector_batch, fusion, planner, store.
 """
 
 from __future__ import annotations

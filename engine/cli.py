@@ -1,6 +1,13 @@
 """The ``mempp`` command: a thin adapter over the Python API.
 
 Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage.
+
+Owns the command line: the parser of every subcommand, the translation of flags into calls of
+:class:`Store` (and a few helpers of the read and ingest paths), what is printed, and the exit
+codes. It is the only engine module that imports ``mempp.bench`` (``eval``, ``bench``); it never
+reaches past the engine into the planner or the storage layer.
+
+Never imports: planner, writes, versions, mempp.storage, onnxruntime.
 """
 
 from __future__ import annotations

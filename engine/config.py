@@ -1,4 +1,12 @@
-"""Index-time settings: fixed when a store is created, recorded in its manifest, checked on open."""
+"""Index-time settings: fixed when a store is created, recorded in its manifest, checked on open.
+
+Owns :class:`IndexConfig` (embedding template, window stride, vector copy) and its checks, and
+the query-time defaults every entry point shares (``DEFAULT_WEIGHTS``, ``DEFAULT_DEPTH``, thread
+context, siblings, reserve rule). Nearly a leaf (it imports ``errors`` only), so the store, the
+read path and the CLI can all import it.
+
+Never imports: store, reads, writes, planner, embedder, mempp.storage.
+"""
 
 from __future__ import annotations
 

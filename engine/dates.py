@@ -5,6 +5,11 @@ Policy (one for the whole library): ISO 8601 strings, ``datetime`` and
 offset is converted to UTC. A date without a time is the start of that day
 for a document's ``date`` and the *end* of that day for a query's ``as_of``
 (so a question asked "on 2023-05-08" sees that day's documents).
+
+Owns that policy and its conversions (:func:`to_us`, :func:`from_us`, :func:`iso`). A leaf: the
+write path, the read path and time travel all import it.
+
+Never imports: ingest, reads, writes, versions, store.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ Builds a store in a temporary directory from ``data/demo/docs.jsonl``, asks
 the questions of ``data/demo/questions.jsonl`` (some at past dates), and
 prints the evidence an answering model would get. Questions asked at two
 dates are shown side by side, so you can see the answer change with ``as_of``.
+
+Owns the demo's run and what it prints; its data lives in ``data/demo/``. It uses the public
+:class:`Store` only, as a reader's first program would.
+
+Never imports: cli, planner, mempp.storage, mempp.bench.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ scoring runs Ray actors.
 
 ``connect(address)`` joins a Ray cluster (``"local"`` or None starts one on this machine,
 unless Ray is already initialized). See ``docs/DISTRIBUTED.md``.
+
+Owns everything that touches Ray: the embedding actors, the scoring actors and their calls. The
+merge itself is ``mempp.gather``'s and a shard's work ``mempp.shards``'s, both free of Ray.
+
+Never imports: planner, cli, mempp.bench.
 """
 
 from __future__ import annotations

@@ -18,6 +18,13 @@ Anything with ``dim``, ``model_id``, ``max_tokens`` and ``embed(texts)`` returni
 an ``(n, dim)`` float32 array of unit rows is an embedder; ``embed`` embeds
 documents. An embedder that treats queries differently also has
 ``embed_queries(texts)``; :func:`embed_queries` falls back to ``embed`` without it.
+
+Owns the shipped models' specs (:data:`MODELS`), their tokenization, pooling and sha256 checks,
+the ONNX Runtime session, and the embedder protocol. It is the only module that imports
+``onnxruntime`` and ``tokenizers``, and only when a model is first loaded (``import mempp``
+loads neither).
+
+Never imports: store, ingest, reads, writes, mempp.storage.
 """
 
 from __future__ import annotations

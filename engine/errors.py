@@ -1,4 +1,11 @@
-"""The errors mempp raises on purpose. Every one derives from :class:`MemppError`."""
+"""The errors mempp raises on purpose. Every one derives from :class:`MemppError`.
+
+Owns the engine's error types (:class:`ValidationError`, which names the field and the record;
+:class:`DocumentNotFound`; :class:`EmbedderError`) and re-exports the storage layer's, so a
+caller catches everything from one place. A leaf: every engine module may import it.
+
+Never imports: config, ingest, store, reads, writes.
+"""
 
 from __future__ import annotations
 

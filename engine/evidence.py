@@ -1,4 +1,10 @@
-"""Render hits as evidence for an answering model: the original text with its date and author."""
+"""Render hits as evidence for an answering model: the original text with its date and author.
+
+Owns the text format of evidence (:func:`evidence_header`, :func:`format_evidence`) that the CLI,
+the demo and the benchmarks print. It reads result types only.
+
+Never imports: store, planner, reads, mempp.storage.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Weighted reciprocal-rank fusion and the latest-date reserve (DESIGN §2.3–2.4)."""
+"""Weighted reciprocal-rank fusion and the latest-date reserve (DESIGN §2.3–2.4).
+
+Owns the fusion rule: the RRF constant (:data:`RRF_C`), the legs' ``w / (c + rank)`` sums, the
+fused order and the choice of ``k`` documents with the reserve (:func:`fuse`, compiled in
+``kernels.rrf``). A read-path stage that sees ranked lists only, never a snapshot.
+
+Never imports: candidates, lexical, tags, vector, threads, planner, store.
+"""
 
 from __future__ import annotations
 

@@ -30,7 +30,9 @@ Why the merge is exact (the rows equal ``Store.query_batch``'s):
 
 The driver never computes a candidate mask over the whole store; it holds the version's
 per-document arrays (dates, thread links) and scratch arrays of the store's size.
-Owns: shard plans, requests, merges and the certificate. Must never import Ray.
+Owns: shard plans, requests, merges and the certificate.
+
+Never imports: store, distributed, ray.
 """
 
 from __future__ import annotations

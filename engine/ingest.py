@@ -3,6 +3,12 @@
 Every record of a batch is checked first; the first bad one raises a
 :class:`ValidationError` naming it and the field, and nothing of the batch
 is written.
+
+Owns the checks of a caller's documents and vectors (:func:`prepare_batch`, :func:`check_vector`),
+the checked :class:`Row`, and the fingerprints that match a record against what is stored. It
+embeds nothing and writes nothing: the write path calls it, then embeds and commits.
+
+Never imports: store, writes, reads, planner, embedder, onnxruntime.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""Reading documents (JSON Lines, Parquet, Arrow IPC) and questions, with errors that name the file and line or row."""
+"""Reading documents (JSON Lines, Parquet, Arrow IPC) and questions, with errors that name the file and line or row.
+
+Owns the input file formats (:func:`input_format`, :func:`read_jsonl`, :func:`read_records`):
+JSON Lines, Parquet and Arrow IPC read in batches, each record labelled with where it came from.
+It only reads: checking the records is ``ingest``'s.
+
+Never imports: ingest, store, writes, mempp.storage.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ per-snapshot tables the MaxScore kernel reads (``kernels.maxscore``); the sparse
 with the neighbours' lift (``kernels.context``) for thread context. Also scores given
 documents (the tag leg's) for the planner. It must never import the other legs, fusion,
 the planner or the store.
+
+Never imports: candidates, tags, vector, vector_batch, fusion, planner, store.
 """
 
 from __future__ import annotations

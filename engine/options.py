@@ -3,6 +3,8 @@
 Owns the per-query options every stage reads (candidates, legs, fusion) and the thread-context
 share of each document (:func:`context_scale`). Imports only numpy and the storage layer;
 must never import the candidate, leg, fusion or store modules (they all import it).
+
+Never imports: candidates, lexical, tags, vector, fusion, planner, store.
 """
 
 from __future__ import annotations

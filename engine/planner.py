@@ -5,6 +5,8 @@ The stages live in their own modules: ``candidates`` (masks: the temporal rules 
 ``lexical``, ``tags``, ``vector`` and ``vector_batch`` (the legs), ``fusion`` (RRF and the
 latest-date reserve), ``threads`` (the thread stage and the reserve's rule), ``options`` (:class:`QueryOptions`). Their public names are re-exported
 here for callers of ``mempp.planner``. It must never import the store or the CLI.
+
+Never imports: store, reads, cli, mempp.bench.
 """
 
 from __future__ import annotations

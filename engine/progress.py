@@ -1,5 +1,10 @@
 """A small progress bar on stderr (no dependency): redrawn at most 10 times a second on a terminal,
-one summary line when done everywhere else."""
+one summary line when done everywhere else.
+
+Owns :class:`ProgressBar`, shared by the CLI, the demo and the benchmarks. A leaf.
+
+Never imports: store, cli, mempp.storage.
+"""
 
 from __future__ import annotations
 

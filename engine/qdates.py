@@ -4,6 +4,10 @@ Used only when the caller opts in (``question_dates=True``) and gives no ``as_of
 the latest date the question names becomes the ``as_of``, at the end of the period
 it names (a day, a month, or a year written as "in 2023"). A question naming no
 date is left alone. The rule is deliberately plain, so a user can predict it.
+
+Owns that rule (:func:`question_as_of`) and its patterns; the read path calls it. A leaf.
+
+Never imports: reads, planner, store.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ one snapshot (the planner does the ranking: ``planner.py``).
 
 Owns: query-time validation, ``query``/``search``/``explain``, ``query_batch``/``query_stream`` and
 their Arrow output. Must never write to the store.
+
+Never imports: writes, mempp.storage.writer, mempp.storage.merge, mempp.bench, onnxruntime.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ changes a score. :class:`Shard` answers a driver's rounds for a chunk of queries
 
 No Ray here: a Ray actor holds a :class:`Shard` (``mempp.distributed``), and the tests also run
 one in-process. Owns opening a shard and a shard's work. Must never rank across shards.
+
+Never imports: store, reads, planner, fusion, gather, distributed, ray.
 """
 
 from __future__ import annotations

@@ -4,6 +4,13 @@ The class is assembled from three parts, each in its own module: the write path
 (``writes.py``: add, supersede, ANN indexes, merging), the read path (``reads.py``: query,
 bulk scoring) and time travel (``versions.py``: opening an earlier version, the list of
 versions). This module opens and closes a store and reads single records.
+
+Owns :class:`Store` itself: opening (the directory's layout checked, the writer's lock, the
+embedder and config checked against the manifest), the pinned snapshot and ``refresh``,
+residency and merges waited for, single-record reads (``get``, ``history``, ``stats``) and
+closing. The CLI and the benchmarks sit on top of it.
+
+Never imports: cli, demo, mempp.bench, onnxruntime, tokenizers.
 """
 
 from __future__ import annotations

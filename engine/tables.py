@@ -12,6 +12,8 @@ documents use (``id`` or ``key``, ``text``, ``author``, ``date``, ``thread``, ``
   store whose ``IndexConfig`` has a ``window_stride``).
 
 A null cell means the field is absent. Owns the conversions between tables and records.
+
+Never imports: store, writes, reads, ingest, distributed, ray.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Owns author-name matching (the exact label, the full name, a first or last name) and the
 unranked set of candidates those authors wrote (the planner orders them by BM25, date and
 ingest order). It must never import the other legs, fusion, the planner or the store.
+
+Never imports: lexical, vector, vector_batch, fusion, planner, store.
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ candidate has a cosine, so in a small store "where is the runbook?" would otherw
 slots on whatever was written last ("Thanks!"). Slots that no qualifying document fills go by
 list order, so an answer always holds ``min(k, listed)`` documents. Rule ``"paper"``: any
 document matched by a leg qualifies (``mempp eval --preset paper``).
+
+Owns the thread stage (:func:`lift_siblings`, :func:`thread_siblings`, ``SIBLING_SHARE``) and the
+reserve's rules (``RESERVE_RULES``, :func:`lexical_matches`, :func:`choose`). Of the read path it
+reads only the lexical leg's scores.
+
+Never imports: candidates, fusion, planner, store.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""Typed documents and results."""
+"""Typed documents and results.
+
+Owns the frozen dataclasses callers see: :class:`Document` (what goes in), :class:`Record` (what
+is stored), :class:`Hit` and :class:`Hits` (what a query returns, with its :class:`Plan`), their
+``to_dict``/JSON forms, and the leg names (:data:`LEGS`). A leaf: the read path builds results,
+never the other way round.
+
+Never imports: store, reads, planner, mempp.storage, pyarrow.
+"""
 
 from __future__ import annotations
 

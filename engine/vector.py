@@ -4,6 +4,8 @@ Owns the choice between the HNSW index and the exact scan per indexed range (a c
 the int8 scan with its exact rescore and certificate, the float32 fallback, and the dense
 pass that windows and thread context need. Bulk scoring is ``vector_batch``. It must never
 import the other legs, fusion, the planner or the store.
+
+Never imports: lexical, tags, vector_batch, fusion, planner, store.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Owns the int8 batch scan over blocks of rows (tiled kernels, the sampled score f
 the float32 matrix-product path, each query's exact rescore and certificate; a query that
 cannot be certified comes back as None, to be answered alone. It must never import the
 lexical or tag legs, fusion, the planner or the store.
+
+Never imports: lexical, tags, fusion, planner, store.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ removal of merged-away files take nothing from it. A format-1 store (written bef
 manifest per version, which is read as it is.
 
 Owns: resolving ``version`` / ``as_known_at``; ``Store.versions()``. Must never write.
+
+Never imports: writes, planner, mempp.storage.writer, mempp.storage.merge.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ the writer's process (``Store.open(merge="background")``, the default) or when a
 (:meth:`WritePath.merge`); a merge is published as a new version like any commit.
 
 Owns: every change to a store. Must never rank or answer queries.
+
+Never imports: reads, planner, fusion, lexical, vector, onnxruntime.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ the compile cost once per machine, not once per start.
 Ranking convention shared by every kernel: a higher score ranks first and,
 on equal scores, the higher document index (the later-ingested document)
 ranks first.
+
+Owns the package's public kernel names (``__all__``), and installs the cache locator
+(``_numba_cache``) before any kernel is decorated.
+
+Never imports: _warm, mempp.storage, mempp.store, pyarrow.
 """
 
 import os as _os

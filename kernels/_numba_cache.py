@@ -14,6 +14,11 @@ cached, in order of preference:
 Only functions defined in mempp's own modules are affected: numba's other users keep its defaults.
 Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chosen when a
 ``cache=True`` function is decorated, at import).
+
+Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`) and the seeding of the cache
+from the shipped ``_precompiled/`` (:func:`seed`).
+
+Never imports: _warm, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

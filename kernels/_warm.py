@@ -8,6 +8,11 @@ cache (``_numba_cache``): ``pip install .`` runs it while it builds the package 
 result (``_precompiled/``), and ``mempp warmup`` runs it where a service is deployed.
 
 Imports numpy and numba only.
+
+Owns the signature list (:func:`signatures`, :func:`recorded`, :func:`type_text`) and
+:func:`compile_all`.
+
+Never imports: mempp.storage, mempp.store, mempp.bench.
 """
 
 from __future__ import annotations

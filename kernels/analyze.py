@@ -14,6 +14,12 @@ point as the ``re`` module does for ``str`` patterns: ``WORD`` (``\\w``), ``ALNU
 
 ``tokenize`` also numbers the distinct tokens in first-seen order (a hash table keyed by the
 token's code points), so the caller analyzes each distinct token once.
+
+Owns the compiled tokenizer (:func:`clean`, :func:`tokenize`, the code-point classes) and the
+mapping of tokens to term ids (:func:`map_terms`); the analyzer itself (stop words, the stem,
+what the manifest records) is ``mempp.storage.analyzer``, which calls this module.
+
+Never imports: mempp.storage, mempp.store, pyarrow.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ Postings of one segment are CSR-like: for each query term the caller passes
 ``scores`` array (float32, length N, all zero between queries) and every
 document touched for the first time is appended to ``touched`` so selection
 and clean-up cost O(touched), not O(N).
+
+Owns Lucene's BM25 formula (:func:`bm25_idf`, :func:`bm25_norms`), its accumulation over postings
+into a dense score array, and the selection and clearing of the touched documents.
+
+Never imports: cosine, context, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ deviation ``sigma`` over the candidates, the context score of ``d`` is
 where ``prev_h``/``next_h`` are the documents ``h + 1`` steps before/after
 ``d`` in its thread (ingest order) and only candidate neighbours count.
 ``prev``/``next`` hold the one-step links (−1: none).
+
+Owns the context score: the candidates' moments (exact fixed-point sums), the neighbours' lift,
+and its top-k, over dense and sparse scores.
+
+Never imports: bm25, cosine, maxscore, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Embeddings are stored L2-normalized, so the inner product is the cosine.
 One call scans one segment (rows ``[0, n)`` of ``emb``, global index
 ``base + row``) and feeds a heap that the caller keeps across segments.
+
+Owns the float32 scans (one query's masked top-k; many queries' top-k over a score matrix, with
+their certificates), row normalization, the rows' int8 quantization and the exact rescore.
+
+Never imports: int8scan, int8batch, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ capacity for all queries), the tiled kernel (16 rows by 8 queries in 512-bit reg
 16 by 16 with AMX; score floors, sampling, date stops, buffers of keys cut back in bulk), and
 :class:`Int8Batch`, many queries quantized at once. Imports only numpy, numba and the kernels it
 builds on (``vnni``, ``int8quant``, ``int8scan``, ``intrinsics``, ``topk``).
+
+Never imports: int8dot, cosine, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ The code is split by concern, and this module re-exports the public names of all
 ``int8quant`` (quantization, row statistics, the error bound), ``int8scan`` (one query:
 :class:`Int8Query`), ``int8batch`` (many queries: :func:`batch_scan`, :class:`Int8Batch`) and
 ``vnni`` (CPU features and the VNNI/AMX intrinsics). Imports only those modules.
+
+Owns no kernel of its own: it is the one face of the int8 scans the engine imports.
+
+Never imports: cosine, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations

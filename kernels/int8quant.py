@@ -4,6 +4,8 @@ Owns how a query becomes integers (int16 ``precise`` for single queries, int8 fo
 scoring), the VNNI byte form of a query, each segment's row sums and ``sum |q8|`` (computed
 once per segment), and the largest possible gap between a row's approximate and exact score,
 which the planner's certificates rest on. Imports only numpy and numba; never the scan modules.
+
+Never imports: int8scan, int8batch, vnni, mempp.storage.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ the high-byte bound that skips most rows' low half), the row ``order`` of a copy
 date order, and :class:`Int8Query`, which picks the fastest kernel this machine has. Imports
 only numpy, numba and the kernels it builds on (``vnni``, ``int8quant``, ``intrinsics``,
 ``topk``); never the batch kernels (``int8batch``), which import it.
+
+Never imports: int8batch, int8dot, mempp.storage.
 """
 
 from __future__ import annotations

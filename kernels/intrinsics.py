@@ -3,6 +3,8 @@
 Owns the small numba ``@intrinsic`` helpers that emit one LLVM instruction or call each
 (``llvm.prefetch``, ``ctpop``, ``cttz``, ``inttoptr``), for the scan kernels of ``maxscore``
 and the int8 modules. Imports only numba and llvmlite; never another mempp module.
+
+Never imports: topk, maxscore, vnni, mempp.storage.
 """
 
 from __future__ import annotations

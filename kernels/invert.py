@@ -4,6 +4,10 @@ Input: every document's term ids back to back (``flat``) and each document's cou
 (``lengths``). Output, sorted by (term, row): the distinct terms, each one's run start and
 document frequency, and the run's rows with their term frequencies, the layout of
 ``mempp.storage.postings``. O(tokens + largest term id), no comparison sort.
+
+Owns :func:`invert`, the one kernel that builds postings (``mempp.storage.postings`` calls it).
+
+Never imports: bm25, maxscore, mempp.storage.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ the term index that finds a query term in every segment with a couple of loads, 
 a segment's common terms (:func:`dense_index`), and the term lookup and IDF over the table
 (:func:`lex_lookup`, :func:`lex_idf`). The scoring over it is ``maxscore``. Imports only numpy,
 numba and ``intrinsics``; never ``maxscore``, which imports it.
+
+Never imports: maxscore, bm25, mempp.storage.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ Filters narrow a mask: a date range through the date order (:func:`keep_dates`);
 (author, thread, channel) through a list of document ids when its values are rare
 (:func:`keep_ids`, the ids coming from cached roaring bitmaps) or one pass over the facet
 codes when they are common (:func:`keep_codes`).
+
+Owns the validity rule in compiled form (:func:`valid_by_rule`, :func:`mask_at`), :class:`ValidIndex`
+and the filter kernels; using them per query is ``mempp.candidates``'.
+
+Never imports: topk, mempp.storage, mempp.candidates.
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ over a sorted batch (independent loads the processor overlaps) rather than one c
 at a time.
 
 The segment table the kernels read is built in ``lextable`` (re-exported here).
+
+Owns the MaxScore kernels (:func:`lex_query`, :func:`lex_topk`, :func:`lex_score_docs`), the
+term-frequency bounds and the scratch sizes.
+
+Never imports: bm25, mempp.storage, mempp.lexical.
 """
 
 from __future__ import annotations

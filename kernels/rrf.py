@@ -4,6 +4,11 @@ The same numbers and choice as ``mempp.fusion.select(mempp.fusion.rrf(...))`` (P
 about 0.1 ms a query, a tenth of a bulk query's budget): each document's fused score adds its
 legs' ``w / (c + rank)`` one at a time, legs in order, starting from 0.0, as ``rrf`` does;
 orders are by score, then the higher document id (the library's ranking convention).
+
+Owns :func:`rrf_select` and ``RESERVE_SLOTS``; the Python reference and the caller is
+``mempp.fusion``.
+
+Never imports: topk, mempp.fusion, mempp.threads, mempp.storage.
 """
 
 from __future__ import annotations

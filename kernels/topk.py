@@ -3,6 +3,11 @@
 The heap lives in two caller-owned arrays (scores float32/float64, ids int64)
 plus a fill count, so a scan over several segments can keep one heap across
 kernel calls without allocating.
+
+Owns that heap (:func:`heap_push`, :func:`heap_push_many`, :func:`heap_sorted`, :class:`TopK`)
+and with it the ranking convention's tie-break. A leaf: the scan kernels import it.
+
+Never imports: bm25, cosine, maxscore, int8scan, mempp.storage.
 """
 
 from __future__ import annotations

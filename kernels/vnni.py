@@ -5,6 +5,8 @@ host-only when numba compiles for another CPU), the tile shapes and the AMX conf
 the numba ``@intrinsic`` code generators: the 256-bit ``vpdpbusd`` row dot product, the 512-bit
 tile of 8 queries by 16 rows (summed, or summed and scored in registers) and the AMX ``tdpbusd``
 tile as inline assembly. Imports only numpy, numba and llvmlite; never another mempp module.
+
+Never imports: int8scan, int8batch, int8quant, mempp.storage.
 """
 
 from __future__ import annotations

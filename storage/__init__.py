@@ -10,6 +10,10 @@ operation, with the fault-injection hooks), ``lock.py``, ``confine.py``, ``ann.p
 
 Imports only ``mempp.kernels`` (for index building), numpy, pyarrow, pyroaring, hnswlib, xxhash
 and snowballstemmer; never the engine.
+
+Owns the layer's public names (``__all__``), re-exported from the modules above.
+
+Never imports: mempp.store, mempp.planner, mempp.bench, onnxruntime.
 """
 
 from .analyzer import Analyzer

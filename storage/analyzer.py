@@ -6,6 +6,12 @@ reduced to their Snowball English stem ("painted", "painting" -> "paint"),
 as Lucene's EnglishAnalyzer and PostgreSQL's english configuration do. The same
 analyzer tokenizes documents at ingest and questions at query time; a store
 refuses to open with a different one, since its postings would not match.
+
+Owns the analysis rules (stop words, apostrophes and possessives, numbers, the Snowball stem),
+:class:`Analyzer` (what the manifest records) and :func:`tokenize`; the scan itself is compiled in
+``kernels.analyze``, which this module calls.
+
+Never imports: segment, postings, snapshot, writer, mempp.ingest, mempp.store.
 """
 
 from __future__ import annotations

@@ -7,6 +7,12 @@ never wait for one (documents newer than every index are scanned exactly). hnswl
 writes its files in place with no checksum and can crash on a damaged one
 (RELIABILITY.md), so the bytes are checked against the manifest before hnswlib sees them,
 and a damaged index is dropped (the planner scans exactly) rather than loaded.
+
+Owns the HNSW parameters (``DEFAULT_M``, ``DEFAULT_EF_CONSTRUCTION``), building an index
+(:func:`build`), its bytes (:func:`to_bytes`) and loading checked bytes (:func:`load`). It is the
+only module that imports ``hnswlib``.
+
+Never imports: manifest, snapshot, writer, mempp.store, mempp.writes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Small helpers to memory-map an Arrow IPC file back (``manifest.write_table_file`` writes them)."""
+"""Small helpers to memory-map an Arrow IPC file back (``manifest.write_table_file`` writes them).
+
+Owns mapping an Arrow IPC file back without a copy (:func:`map_table`, :func:`one_array`,
+:func:`mapped_matrix`). A leaf of the layer: no checksums, no file names.
+
+Never imports: files, manifest, snapshot, mempp.store.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 thread, channel) dictionary-encoded over a whole snapshot.
 
 Owns: RowReader, Facet. Must never import the engine.
+
+Never imports: snapshot, mempp.store, mempp.planner.
 """
 
 from __future__ import annotations

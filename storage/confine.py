@@ -8,6 +8,11 @@ files by relative names of at most two components, none starting with a dot
 so a hostile manifest cannot point at ``../../etc`` or ``/etc``.
 Anything else is refused with a typed error before it is opened. (The store path the
 caller gives is the caller's choice and may itself be a symlink.)
+
+Owns those rules (:func:`check_store_path`, :func:`check_is_store`, :func:`check_layout`,
+:func:`check_name`, :func:`check_manifest_names`); the store applies them when it opens.
+
+Never imports: manifest, snapshot, writer, mempp.store.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""Typed errors raised by the storage layer (re-exported by ``mempp``)."""
+"""Typed errors raised by the storage layer (re-exported by ``mempp``).
+
+Owns the storage layer's error types: :class:`MemppError` (the base of every mempp error),
+:class:`StoreError`, :class:`CorruptStoreError`, :class:`StoreLockedError` and
+:class:`StoreWriteError`. A leaf: every module of the layer may import it.
+
+Never imports: fsutil, files, manifest, mempp.errors, mempp.store.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ checksums wide64 or mix64 beside it); their files are checked by sha256, which e
 their references carries, until a merge rewrites them.
 
 Owns: FileRef, the hashing writer, file checks. Must never import the engine.
+
+Never imports: manifest, snapshot, writer, mempp.store.
 """
 
 from __future__ import annotations

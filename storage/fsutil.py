@@ -16,6 +16,11 @@ Testing hooks (they cost one global read per operation when unset):
   environment variable ``MEMPP_FAILPOINT=name`` (or ``name:raise``,
   ``name:exit``, ``name:kill``) the process raises ``FailpointError``, leaves
   with ``os._exit(77)``, or SIGKILLs itself at that step.
+
+Owns every durable file operation (create, write, fsync, rename, unlink, mkdir, the directory
+fsyncs) and those hooks. A leaf of the layer: it knows no file format.
+
+Never imports: files, manifest, writer, mempp.store.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 ``flock`` (not ``lockf``) because a POSIX record lock is dropped when *any*
 descriptor of the file is closed in the process, and because the kernel
 releases an ``flock`` when its holder dies, even on SIGKILL.
+
+Owns :class:`WriterLock`: taking the writer's lock, waiting for it, and letting it go.
+
+Never imports: manifest, writer, snapshot, mempp.store.
 """
 
 from __future__ import annotations

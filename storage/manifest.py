@@ -21,6 +21,8 @@ Format 1 (stores written before): one manifest per version listing every commit'
 as it is, and rewritten as a format-2 checkpoint by the first commit of a newer writer.
 
 Owns: version files, the pointer, the state and history. Must never import the engine.
+
+Never imports: snapshot, writer, merge, mempp.store.
 """
 
 from __future__ import annotations

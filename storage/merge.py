@@ -23,6 +23,8 @@ publishes a version that replaces the run by it (``manifest.apply``); the files 
 are removed once no version the writer keeps current names them (``writer.clean_strays``).
 
 Owns: the merge policy and the merged files. Must never import the engine.
+
+Never imports: snapshot, mempp.store, mempp.writes.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Two arrays sorted by (term, row): ``docs`` (int32 local row) and ``tfs``
 (uint32), plus a term index (``terms`` sorted int32 ids, ``starts``, ``dfs``).
 Opening a store maps these files; nothing is re-tokenized.
+
+Owns that layout (:class:`Postings`): building it from a batch's term ids (``kernels.invert``),
+merging runs of it, its Arrow tables, mapping it back and looking terms up.
+
+Never imports: segment, snapshot, writer, mempp.store.
 """
 
 from __future__ import annotations

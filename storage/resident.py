@@ -19,6 +19,11 @@ pages are given back faults the rest of them in again, and those stay counted in
 service that calls :meth:`Store.make_resident` before serving has none.) The copy costs the time to fill fresh
 memory (1.1 s for 384 MB on this VM, whose host backs each new page on first touch) and is
 made once per segment, on the store's first query or by :meth:`Store.make_resident`.
+
+Owns the huge-page copies (:func:`resident_copy`, :func:`release_pages`, :class:`Residency`) and
+the ``madvise`` calls. It moves bytes only: the snapshot and the store decide which and when.
+
+Never imports: snapshot, files, mempp.store.
 """
 
 from __future__ import annotations

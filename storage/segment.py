@@ -3,6 +3,11 @@
 A segment file holds one record batch (so every column maps to one
 contiguous buffer) and is memory-mapped on open: text, metadata and the
 embedding matrix are read straight from the page cache, never copied.
+
+Owns the segment schema (:func:`segment_schema`), one commit's record batch
+(:func:`segment_batch`), :class:`Segment` (a segment mapped back) and the date order of its rows.
+
+Never imports: snapshot, writer, manifest, mempp.store.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ An earlier version (time travel) is the current units cut at that version's coun
 read up to the cut, so every version answers exactly as it did when it was current.
 
 Owns: loading a version, per-document arrays, lookups by doc id. Must never import the engine.
+
+Never imports: writer, merge, lock, fsutil, mempp.store.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ the last rename leaves the previous version current; the files it left behind ar
 unreferenced and removed by the next writer (:func:`clean_strays`).
 
 Owns: the write of one commit's files. Must never import the engine.
+
+Never imports: snapshot, merge, mempp.store, mempp.writes.
 """
 
 from __future__ import annotations

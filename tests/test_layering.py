@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -36,10 +37,19 @@ def test_storage_imports_no_engine():
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 
+def code(path: Path) -> str:
+    """A module's source without its docstring (which may name what the module never imports)."""
+    tree = ast.parse(path.read_text())
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return "\n".join(path.read_text().splitlines()[first.end_lineno:])
+    return path.read_text()
+
+
 def test_engine_reaches_bench_only_from_the_cli():
     for path in (ROOT / "engine").glob("*.py"):
         if path.name != "cli.py":
-            assert "mempp.bench" not in path.read_text(), path.name
+            assert "mempp.bench" not in code(path), path.name
 
 
 def test_nothing_heavy_runs_at_import():
@@ -82,6 +92,85 @@ def test_read_path_stages_import_only_earlier_stages():
         assert engine_imports(name) <= allowed, (name, engine_imports(name) - allowed)
     assert engine_imports("planner") <= set(READ_PATH_STAGES) | {"fusion", "types"}
     assert "fusion" not in engine_imports("threads") and "planner" not in engine_imports("threads")
+
+
+# Every module of the three layers opens with a docstring that says what it owns and ends with
+# one line naming what it must never import (issue 21: modules a newcomer can read in one sitting).
+PACKAGES = {"engine": "mempp", "storage": "mempp.storage", "kernels": "mempp.kernels"}
+NEVER = re.compile(r"^Never imports: ([A-Za-z0-9_.]+(?:, [A-Za-z0-9_.]+)*)\.$")
+
+
+def imported_names(path: Path, package: str) -> set[str]:
+    """Every module ``path`` imports, as an absolute dotted name (``from X import a`` gives both
+    ``X`` and ``X.a``: ``a`` may be a submodule), relative imports resolved against ``package``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names if a.name != "*")
+    return out
+
+
+def resolve(name: str, folder: str) -> str:
+    """A name of a ``Never imports:`` line as an absolute module name: a dotted name as it is, a
+    sibling module's name in the module's own package, anything else a top-level package."""
+    if "." not in name and (ROOT / folder / f"{name}.py").exists():
+        return f"{PACKAGES[folder]}.{name}"
+    return name
+
+
+def never_imports(doc: str) -> list[str]:
+    match = NEVER.match(doc.rstrip().splitlines()[-1].strip())
+    return match.group(1).split(", ") if match else []
+
+
+def layer_modules() -> list[tuple[str, Path]]:
+    return [(folder, path) for folder in PACKAGES for path in sorted((ROOT / folder).glob("*.py"))]
+
+
+def test_every_module_says_what_it_owns_and_never_imports():
+    problems = []
+    for folder, path in layer_modules():
+        where = f"{folder}/{path.name}"
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=True)
+        if not doc:
+            problems.append(f"{where}: no module docstring")
+            continue
+        if not re.search(r"\b[Oo]wns\b", doc):
+            problems.append(f"{where}: the docstring does not say what the module owns")
+        names = never_imports(doc)
+        if not names:
+            problems.append(f"{where}: the docstring does not end with a 'Never imports: a, b, c.' line")
+        imported = imported_names(path, PACKAGES[folder])
+        for name in names:
+            forbidden = resolve(name, folder)
+            if forbidden == f"{PACKAGES[folder]}.{path.stem}":
+                problems.append(f"{where}: names itself ({name})")
+            hits = sorted(m for m in imported if m == forbidden or m.startswith(forbidden + "."))
+            if hits:
+                problems.append(f"{where}: imports {', '.join(hits)}, which its docstring says it never imports ({name})")
+    assert not problems, "\n".join(problems)
+
+
+def test_never_imports_resolves_names_as_documented(tmp_path):
+    # The parser itself, on a planted module: each import form is seen, siblings resolve in the package.
+    src = tmp_path / "m.py"
+    src.write_text("import a.b\nfrom . import store\nfrom .planner import run\nfrom ..kernels import topk\nfrom mempp.bench import speed\n")
+    assert imported_names(src, "mempp.storage") == {
+        "a.b", "mempp.storage", "mempp.storage.store", "mempp.storage.planner", "mempp.storage.planner.run",
+        "mempp.kernels", "mempp.kernels.topk", "mempp.bench", "mempp.bench.speed",
+    }
+    assert resolve("store", "engine") == "mempp.store" and resolve("writer", "storage") == "mempp.storage.writer"
+    assert resolve("onnxruntime", "engine") == "onnxruntime" and resolve("mempp.bench", "kernels") == "mempp.bench"
+    assert never_imports("Owns x.\n\nNever imports: store, mempp.bench, onnxruntime.\n") == ["store", "mempp.bench", "onnxruntime"]
+    assert never_imports("Owns x.\n\nNever imports: store.\n\nMore text.") == []
 
 
 def test_without_the_ray_extra_mempp_works_and_distributed_names_it(tmp_path):

@@ -1,0 +1,47 @@
+"""The reference pages say what the code does: every default written in ``docs/API.md`` is the
+signature's, and every keyword it names exists."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+
+import mempp
+
+from conftest import ROOT
+
+API = ROOT / "docs" / "API.md"
+
+
+def documented_calls() -> list[tuple[str, str]]:
+    """(``Store.open`` or ``store.method``, the argument text) of every call written in backticks."""
+    text = API.read_text()
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"`((?:Store|store)\.\w+)\(([^`]*?)\)`", text, re.S)]
+
+
+def parse_args(args: str) -> tuple[list[str], dict[str, object]]:
+    """The bare parameter names and the ``name=default`` pairs of a documented argument list."""
+    args = re.sub(r"(?<![\w.*])\*\s*,", "", " ".join(args.split())).replace(", **options", "")
+    call = ast.parse(f"f({args})", mode="eval").body
+    names = [a.id for a in call.args if isinstance(a, ast.Name)]
+    return names, {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+
+
+def normal(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def test_every_documented_default_is_the_code_s():
+    calls = documented_calls()
+    assert {"Store.open", "store.add", "store.query", "store.query_batch", "store.build_ann", "store.supersede"} <= {c for c, _ in calls}
+    checked = 0
+    for name, args in calls:
+        names, defaults = parse_args(args)
+        sig = inspect.signature(getattr(mempp.Store, name.split(".")[1]))
+        for p in names + list(defaults):
+            assert p in sig.parameters, f"{name}: no parameter {p!r}"
+        for key, value in defaults.items():
+            assert normal(sig.parameters[key].default) == normal(value), f"{name}({key}=...): docs say {value!r}, code {sig.parameters[key].default!r}"
+            checked += 1
+    assert checked >= 40

@@ -28,6 +28,11 @@ Why the merge is exact (the rows equal ``Store.query_batch``'s):
   last score beats the bound, or when the top ``M`` holds every scored document; else ``M``
   doubles and the shards send more.
 
+- *Thread stage* (``siblings``, ``mempp.threads``): it lifts the candidate members of small
+  threads holding a fused document; the driver fetches the candidate bits of every member of
+  such a thread of a ranked document (one round) and runs the stage and the reserve (its BM25
+  check reads the driver's own view of the store) in the planner, as one process does.
+
 The driver never computes a candidate mask over the whole store; it holds the version's
 per-document arrays (dates, thread links) and scratch arrays of the store's size.
 Owns: shard plans, requests, merges and the certificate.

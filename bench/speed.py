@@ -386,6 +386,11 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--ray" or a.startswith("--ray=") for a in argv):  # embedding and bulk scoring on Ray: bench/distributed.py
+        from .distributed import main as ray_main
+
+        return ray_main(argv)
     p = argparse.ArgumentParser(prog="mempp bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, action="append", help="store sizes (repeatable; default 100000)")
     p.add_argument("--queries", type=int, default=1000)
@@ -397,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the report here as JSON")
     p.add_argument("--clustered", action="store_true", help="clustered embeddings (ANN recall is meaningless on isotropic ones)")
     p.add_argument("--ann", action="store_true", help="build the HNSW index after ingest and measure the planner with it")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="instead: embedding and bulk scoring on Ray against one process (bench/distributed.py; "
+                   "`mempp bench --ray local --help` for its options)")
     p.add_argument("--session", default=None, help=argparse.SUPPRESS)  # internal: the fresh query process
     args = p.parse_args(argv)
     sizes = args.n or [100_000]

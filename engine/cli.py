@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("file", help="JSON Lines (one {id, text, author, date, thread, channel, ...} per line), Parquet or Arrow IPC "
                    "with those columns; every record is checked before anything is committed")
+    p.add_argument("--embeddings-column", default=None, metavar="NAME",
+                   help="Parquet or Arrow: take each document's embedding from this column (and NAME_windows, its window "
+                   "vectors) instead of embedding it (`mempp embed` writes 'embedding')")
     p.add_argument("--batch-size", type=int, default=10_000, help="documents per commit (default 10000)")
     p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
                    help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
@@ -124,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", default=None, metavar="FILE",
                    help='JSON Lines of {"text", "as_of"?, "id"?}: answer them all (one row per hit)')
     p.add_argument("--out", default=None, help="with --batch: write an Arrow IPC file here instead of JSON Lines to stdout")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="with --batch: score on a Ray cluster ('local' starts one here; needs mempp[ray])")
+    p.add_argument("--shards", type=int, default=None, help="with --ray: split the store into this many shards (segment-sharded)")
+    p.add_argument("--workers", type=int, default=None, help="with --ray and no --shards: query-parallel workers (default: the cluster's CPUs)")
     p.add_argument("--as-of", default=None, help="ISO date or datetime: answer as the record stood then")
     p.add_argument("--as-known-at", default=None, metavar="DATE",
                    help="ISO date or datetime: use the store as it was known then (the newest version committed by then)")
@@ -137,6 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars", type=_positive, default=300,
                    help="in the plain output, cut each hit's text to this many characters (default 300; --json prints it whole)")
     _ranking_args(p)
+
+    p = sub.add_parser("embed", help="embed documents on a Ray cluster into a Parquet document table (needs mempp[ray])")
+    p.add_argument("sources", nargs="+", metavar="SRC", help="JSON Lines or Parquet files of documents")
+    p.add_argument("--out", required=True, help="the Parquet file to write (the documents plus an 'embedding' column)")
+    p.add_argument("--store", default=None, help="embed as this store does (its model, template and windows; default: a new store's)")
+    p.add_argument("--ray", default="local", metavar="ADDRESS", help="the Ray cluster ('local', the default, starts one here)")
+    p.add_argument("--workers", type=int, default=None, help="embedding actors (default: one per 2 CPUs, or one per GPU)")
+    p.add_argument("--gpus", type=int, default=0, help="use this many GPUs: one actor each, its ONNX session on CUDA")
+    p.add_argument("--batch-size", type=int, default=256, help="documents per actor call (default 256)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("get", help="print a stored document (by its id, or a doc id number)")
     p.add_argument("store")
@@ -217,11 +234,16 @@ def cmd_add(args: argparse.Namespace) -> int:
         total = added = dups = skipped = 0
         first_version = store.version
         done_where: str | None = None
+        column = args.embeddings_column
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
-            for where, batch in _records(args.file, args.batch_size):
+            for where, batch in _records(args.file, args.batch_size, tables=column is not None):
                 before = len(store)
                 try:
-                    ids = store.add(batch, progress=bar)
+                    if column is None:
+                        ids = store.add(batch, progress=bar)
+                    else:  # a document table with its vectors: nothing to embed
+                        ids = store.add(batch, embeddings=column)
+                        bar.update(len(where))
                 except MemppError as exc:
                     if done_where is None:
                         raise
@@ -229,7 +251,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                         f"records up to {done_where} were committed (versions {first_version + 1}-{store.version}); "
                         f"from {where[0]} nothing was: {exc}. Running the same command again adds only what is missing"
                     ) from exc
-                total += len(batch)
+                total += len(where)
                 added += len(store) - before
                 skipped += sum(1 for i in ids if i is None)
                 dups += sum(1 for i in ids if i is not None) - (len(store) - before)
@@ -239,10 +261,10 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _records(path: str, batch_size: int):
-    from .jsonl import read_records
+def _records(path: str, batch_size: int, tables: bool = False):
+    from .jsonl import read_records, read_tables
 
-    return read_records(path, batch_size)
+    return read_tables(path, batch_size) if tables else read_records(path, batch_size)
 
 
 def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
@@ -280,6 +302,50 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
             n += len(batch)
             bar.update(len(batch))
     return n
+
+
+def _distributed():
+    """``mempp.distributed``; without the ``ray`` extra, a clear error naming it."""
+    from . import distributed
+
+    if distributed.ray is None:
+        raise MemppError(distributed.NO_RAY)
+    return distributed
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from .progress import ProgressBar
+
+    if args.gpus < 0 or (args.workers is not None and args.workers < 1):
+        raise ValidationError("--gpus must be >= 0 and --workers >= 1", field="--gpus")
+    distributed = _distributed()
+    distributed.connect(args.ray)
+    total = 0
+    for src in args.sources:
+        if src.endswith(".parquet"):
+            total += pq.ParquetFile(src).metadata.num_rows
+        else:
+            total += sum(1 for line in open(src, "rb") if line.strip())
+    workers = args.workers if args.workers is not None else (args.gpus or None)
+    rows = 0
+    writer = None
+    try:
+        with ProgressBar(total, "embed", enabled=not args.quiet) as bar:
+            for piece in distributed.embed_batches(
+                args.sources, num_workers=workers, num_gpus=1 if args.gpus else 0, batch_size=args.batch_size, store=args.store
+            ):
+                if writer is None:
+                    writer = pq.ParquetWriter(args.out, piece.schema)
+                writer.write_table(piece)
+                rows += piece.num_rows
+                bar.update(piece.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    print(f"{args.out}: {rows} documents embedded")
+    return 0
 
 
 def _query_kwargs(args: argparse.Namespace) -> dict:
@@ -365,6 +431,8 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
 
     schema = _BATCH_SCHEMA.insert(1, pa.field("query_id", pa.string()))
     rows = 0
+    if args.ray is None and (args.shards is not None or args.workers is not None):
+        raise ValidationError("--shards and --workers need --ray", field="--ray")
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at))
         bar = stack.enter_context(ProgressBar(len(texts), "query", unit="queries"))
@@ -372,8 +440,17 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         if args.out:
             sink = stack.enter_context(pa.OSFile(args.out, "wb"))
             writer = stack.enter_context(pa.ipc.new_file(sink, schema))
+        if args.ray is not None:
+            distributed = _distributed()
+            distributed.connect(args.ray)
+            table = distributed.score(
+                store, texts, k=args.k, as_of=as_ofs, num_workers=args.workers, shards=args.shards, progress=bar, **_query_kwargs(args)
+            )
+            stream = table.to_batches()
+        else:
+            stream = store.query_stream(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args))
         # Written as the chunks come: memory holds one chunk of queries, not the whole result.
-        for batch in store.query_stream(texts, k=args.k, as_of=as_ofs, progress=bar, **_query_kwargs(args)):
+        for batch in stream:
             batch = batch.add_column(1, "query_id", pa.array([ids[i] for i in batch.column("query").to_pylist()], pa.string()))
             rows += batch.num_rows
             if writer is not None:
@@ -496,10 +573,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "add": cmd_add, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede, "merge": cmd_merge,
-    "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup, "bench": cmd_bench,
+    "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
+    "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
+    "bench": cmd_bench,
 }
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

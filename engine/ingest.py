@@ -484,6 +484,12 @@ def _date(when: Any, i: int, key: str | None) -> int:
         raise ValidationError(f"cannot parse {when!r} as an ISO 8601 date ({exc})", field="date", record=i, key=key) from None
 
 
+def check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
+    """``n`` embeddings as unit float32 rows of dimension ``dim`` (None passes through); a NaN,
+    an infinity or a wrong shape raises :class:`ValidationError`."""
+    return _check_embeddings(embeddings, n, dim)
+
+
 def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
     emb = _embeddings_array(embeddings, n, dim)
     if emb is None:

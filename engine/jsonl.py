@@ -64,13 +64,25 @@ def read_records(path: str | Path, batch_size: int = 10_000) -> Iterator[tuple[l
         if batch:
             yield where, batch
         return
+    from .tables import EMBEDDING, WINDOWS_SUFFIX, table_records
+
+    for where, part in read_tables(path, batch_size):
+        # a document table (mempp.tables): null cells left out, 'extra' decoded; a column of vectors is not a field
+        yield where, list(table_records(part, skip=(EMBEDDING, EMBEDDING + WINDOWS_SUFFIX)))
+
+
+def read_tables(path: str | Path, batch_size: int = 10_000) -> Iterator[tuple[list[str], object]]:
+    """A Parquet or Arrow IPC file's rows as ``(where, pyarrow.Table)`` pieces of at most ``batch_size`` rows."""
+    path = Path(path)
+    kind = input_format(path)
+    if kind == "jsonl":
+        raise ValidationError(f"{path}: expected a Parquet or Arrow file (a table with a column of vectors), got JSON Lines")
     row = 0
     for table in _tables(path, kind):
         for start in range(0, table.num_rows, batch_size):
-            part = table.slice(start, batch_size).to_pylist()
-            records = [{k: v for k, v in r.items() if v is not None} for r in part]
-            yield [f"{path}: row {row + i + 1}" for i in range(len(records))], records
-            row += len(records)
+            part = table.slice(start, batch_size)
+            yield [f"{path}: row {row + i + 1}" for i in range(part.num_rows)], part
+            row += part.num_rows
 
 
 def _tables(path: Path, kind: str):

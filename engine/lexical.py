@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, sparse_moments, with_neighbours
-from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, scratch_size, segment_table
+from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.storage import Snapshot
 
 from .options import QueryOptions, context_scale
@@ -53,35 +53,25 @@ def lexical_leg(
         raise
 
 
-def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
+def query_terms(snap: Snapshot, question: str) -> np.ndarray:
+    """The question's index terms that the store holds, as sorted unique term ids (int64)."""
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer else []
-    ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+    return np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+
+
+def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
+    ids = query_terms(snap, question)
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(ids) == 0 or snap.n_docs == 0:
         return np.zeros(0, dtype=np.int64), extra
     context = bool(opt.context) and snap.has_threads  # without threads, context cannot change a ranking
     if not context:
         return _lexical_topk(snap, ids, mask, opt.depth, score_for, info)
-    looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
-    df = np.zeros(len(ids), dtype=np.int64)
-    for _, _, _, dfs in looked:
-        df += dfs
-    idf = bm25_idf(snap.n_docs, df)
-    full, touched = _scratch(snap.n_docs)
-    scores = full[: snap.n_docs]
-    n = 0
-    avgdl = snap.avg_length
+    scores, touched, n = bm25_touched(snap, ids, mask)
     depth = opt.depth
+    out_ids = np.empty(depth, dtype=np.int64)
     if info is not None:
         info["method"] = "sparse with thread context"
-    for entry, starts, ends, dfs in looked:
-        if not dfs.any():
-            continue
-        post = entry.postings
-        n = bm25_accumulate(
-            post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
-        )
-    out_ids = np.empty(depth, dtype=np.int64)
     if n:
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
@@ -103,6 +93,40 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         got = 0
     clear_touched(scores, touched, n)
     return out_ids[:got], extra
+
+
+def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarray | None = None):
+    """Every candidate's BM25 score for the terms ``ids``, accumulated sparsely in this thread's
+    scratch buffer: ``(scores, touched, n)``; ``touched[:n]`` are the documents holding a term.
+    The caller must ``clear_touched(scores, touched, n)`` when done (the scratch is all zero
+    between queries). ``df``: the terms' document frequencies over the whole store when this
+    snapshot holds part of it (distributed scoring; default: its own), with which the idf and,
+    with the snapshot's ``avg_length``, the scores are those of the whole store.
+    """
+    looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
+    n_global = snap.n_docs
+    if df is None:
+        df = np.zeros(len(ids), dtype=np.int64)
+        for _, _, _, dfs in looked:
+            df += dfs
+    else:
+        n_global = snap.n_global  # a shard of a store (mempp.shards): the whole store's N
+    idf = bm25_idf(n_global, df)
+    full, touched = _scratch(snap.n_docs)
+    scores = full[: snap.n_docs]
+    n = 0
+    avgdl = snap.avg_length
+    try:
+        for entry, starts, ends, dfs in looked:
+            if dfs.any():
+                post = entry.postings
+                n = bm25_accumulate(
+                    post.docs, post.tfs, starts, ends, idf, entry.segment.lengths, avgdl, K1, B, mask, entry.base, scores, touched, n
+                )
+    except BaseException:
+        _buffers.__dict__.pop("scores", None)  # an interrupted kernel may leave it dirty: a fresh one next time
+        raise
+    return scores, touched, n
 
 
 def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
@@ -147,21 +171,56 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
     stats = np.zeros(4, dtype=np.int64)
     fs, is_ = _lex_scratch()
     got = lex_query(table, *index, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
-    extra = np.zeros(len(score_for), dtype=np.float64)
-    if len(score_for):
-        n_seg = table.shape[0]
-        starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
-        df = np.empty(len(ids), dtype=np.int64)
-        idf = np.empty(len(ids), dtype=np.float64)
-        lex_lookup(*index, ids, starts, ends, df, slots)
-        lex_idf(snap.n_docs, df, idf)
-        order = np.argsort(score_for, kind="stable")
-        sorted_scores = np.empty(len(score_for), dtype=np.float64)
-        lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(score_for[order], dtype=np.int64), sorted_scores)
-        extra[order] = sorted_scores
+    extra = lexical_doc_scores(snap, ids, score_for)
     if info is not None:
         info["method"] = (
             f"maxscore ({len(ids)} terms, {stats[3]} postings, {stats[0]} read, {stats[1]} documents completed, {stats[2]} read to seed)"
         )
     del keep
     return out_ids[:got], extra
+
+
+def _lookup(snap: Snapshot, ids: np.ndarray, df: np.ndarray | None):
+    """``(table, keep, starts, ends, slots, idf)`` of the terms ``ids`` in the snapshot's segment table; ``df``: as in
+    :func:`bm25_touched` (the idf is then the whole store's)."""
+    table, index, keep = _lex_table(snap)
+    n_seg = table.shape[0]
+    starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
+    own_df = np.empty(len(ids), dtype=np.int64)
+    idf = np.empty(len(ids), dtype=np.float64)
+    lex_lookup(*index, ids, starts, ends, own_df, slots)
+    if df is None:
+        lex_idf(snap.n_docs, own_df, idf)
+    else:
+        lex_idf(snap.n_global, np.asarray(df, dtype=np.int64), idf)
+    return table, keep, starts, ends, slots, idf
+
+
+def lexical_doc_scores(snap: Snapshot, ids: np.ndarray, docs: np.ndarray, df: np.ndarray | None = None) -> np.ndarray:
+    """The BM25 score (float64, as the MaxScore kernel sums it) of each of ``docs`` for the terms ``ids``; ``df`` as in
+    :func:`bm25_touched`."""
+    extra = np.zeros(len(docs), dtype=np.float64)
+    if len(docs) == 0 or len(ids) == 0:
+        return extra
+    table, keep, starts, ends, _, idf = _lookup(snap, ids, df)
+    order = np.argsort(docs, kind="stable")
+    sorted_scores = np.empty(len(docs), dtype=np.float64)
+    lex_score_docs(table, starts, ends, idf, K1, np.ascontiguousarray(docs[order], dtype=np.int64), sorted_scores)
+    extra[order] = sorted_scores
+    del keep
+    return extra
+
+
+def lexical_top_scored(snap: Snapshot, ids: np.ndarray, df: np.ndarray, mask: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``depth`` by BM25 without thread context and their scores, with the whole store's ``df``
+    (a shard of a store: ``mempp.shards``): the kernels of ``lex_query`` (lookup, idf, MaxScore),
+    the idf from the whole store's statistics, so each score is the one the whole store gives."""
+    out_ids = np.empty(depth, dtype=np.int64)
+    out_scores = np.empty(depth, dtype=np.float64)
+    if len(ids) == 0 or snap.n_docs == 0:
+        return out_ids[:0], out_scores[:0]
+    table, keep, starts, ends, slots, idf = _lookup(snap, ids, df)
+    fs, is_ = _lex_scratch()
+    got = lex_topk(table, starts, ends, slots, idf, K1, mask, depth, out_ids, out_scores, np.zeros(4, dtype=np.int64), fs, is_)
+    del keep
+    return out_ids[:got], out_scores[:got]

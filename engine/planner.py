@@ -37,14 +37,18 @@ __all__ = [
 def run(
     snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
     mask: np.ndarray | None = None, vector: np.ndarray | None = None, n_cand: int | None = None,
+    tag_docs: np.ndarray | None = None, lexical: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
 
     ``mask`` (with ``n_cand``, its count) and ``vector`` (the vector leg's ranking) may come
-    precomputed from a batch.
+    precomputed from a batch. Distributed scoring (``mempp.distributed``) gives every leg's
+    result, gathered from the shards of a store: ``n_cand``, ``tag_docs`` (:func:`tag_leg`'s
+    candidates), ``lexical`` (:func:`lexical_leg`'s ranking and the tag documents' scores) and
+    ``vector``; ``mask`` is then not needed.
     """
     t0 = time.perf_counter()
-    if mask is None:
+    if mask is None and (n_cand is None or tag_docs is None):
         mask = candidate_mask(snap, opt)
     if n_cand is None:
         n_cand = int(np.count_nonzero(mask))
@@ -52,12 +56,13 @@ def run(
     weights = dict(zip(LEGS, opt.weights))
     rankings: dict[str, np.ndarray] = {}
     matched_codes = matcher.match(question) if weights["tag"] and question else []
-    tag_docs = tag_leg(snap, matched_codes, mask) if matched_codes and n_cand else np.zeros(0, dtype=np.int64)
+    if tag_docs is None:
+        tag_docs = tag_leg(snap, matched_codes, mask) if matched_codes and n_cand else np.zeros(0, dtype=np.int64)
 
     if (weights["lexical"] or len(tag_docs)) and n_cand and question:
         t = time.perf_counter()
-        linfo: dict = {}
-        lex, tag_scores = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
+        linfo: dict = {} if lexical is None else {"method": "gathered from shards"}
+        lex, tag_scores = lexical if lexical is not None else lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
         if weights["lexical"]:
             rankings["lexical"] = lex
         timings["lexical"] = (time.perf_counter() - t) * 1e3
@@ -71,7 +76,7 @@ def run(
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        vinfo: dict = {"method": "batch matrix product, exact rescore"}
+        vinfo: dict = {"method": "batch matrix product, exact rescore" if lexical is None else "gathered from shards"}
         rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()

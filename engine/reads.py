@@ -286,15 +286,7 @@ class ReadPath:
         import pyarrow as pa
 
         self._check_open()
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
-            if len(t) > MAX_QUERY_CHARS:
-                raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
-        as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
-        if len(as_ofs) != len(texts):
-            raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+        texts, as_ofs = check_texts(texts, as_of)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValidationError(f"expected an integer >= 1, got {chunk!r}", field="chunk")
         if kwargs.pop("question_dates", False):
@@ -312,7 +304,7 @@ class ReadPath:
                     raise ValidationError(f"expected shape ({len(texts)}, {self.dim}), got {vecs.shape}", field="embeddings")
                 vecs = np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
         matcher = self._name_matcher(snap)
-        chunk = max(1, min(chunk, MASK_BYTES // max(snap.n_docs, 1)))
+        chunk = stream_chunk(snap.n_docs, chunk)
         # One mask buffer for every chunk: a fresh one page-faults in as the masks are written (0.1 ms a query at 100k).
         mask_buf = np.empty((min(chunk, len(texts)), snap.n_docs), dtype=np.uint8) if snap.n_docs and texts and opts[0].k else None
         for start in range(0, len(texts), chunk):
@@ -322,12 +314,7 @@ class ReadPath:
             if vecs is not None:
                 qv = vecs[start : part.stop]
             elif texts and snap.n_docs and opts[0].weights[2]:
-                # As in query(): a blank question is not embedded, so its vector leg is off.
-                blank = [not texts[i].strip() for i in part]
-                qv = np.zeros((len(part), self.dim), dtype=np.float32)
-                worded = [j for j, b in enumerate(blank) if not b]
-                if worded:
-                    qv[worded] = embed_queries(self.embedder, [texts[part[j]] for j in worded])
+                qv, blank = self._embed_chunk([texts[i] for i in part])
             cols: dict[str, Any] = {f.name: [] for f in _BATCH_SCHEMA}
             if snap.n_docs and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
@@ -341,24 +328,23 @@ class ReadPath:
                         snap, texts[qi], None if qv is None or blank[j] else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
                         n_cand=int(counts[j]),
                     )
-                    got = [doc for doc, _ in chosen]
-                    m = len(got)
-                    cols["query"] += [qi] * m
-                    cols["rank"] += range(m)
-                    cols["doc_id"] += got
-                    cols["score"] += [fused[doc] for doc in got]
-                    cols["reserved"] += [reserved for _, reserved in chosen]
-                    for leg in LEGS:
-                        ranked = rankings.get(leg)
-                        if ranked is None:
-                            cols[f"rank_{leg}"] += [None] * m
-                        else:
-                            pos = dict(zip(ranked, range(len(ranked))))
-                            cols[f"rank_{leg}"] += [pos.get(doc) for doc in got]
+                    hit_rows(cols, qi, chosen, fused, rankings)
                 cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
             if progress is not None:
                 progress(len(part))
             yield pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+
+    def _embed_chunk(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+        """The query vectors of one chunk of a batch and which questions are blank (one embedder
+        call per chunk: the same vectors wherever the chunk is embedded, ``mempp.distributed``
+        included). As in :meth:`query`, a blank question is not embedded (its row stays zero) and
+        its vector leg is off."""
+        blank = [not t.strip() for t in texts]
+        qv = np.zeros((len(texts), self.dim), dtype=np.float32)
+        worded = [j for j, b in enumerate(blank) if not b]
+        if worded:
+            qv[worded] = embed_queries(self.embedder, [texts[j] for j in worded])
+        return qv, blank
 
     def _batch_options(self, as_ofs: list, **kwargs: Any) -> list[QueryOptions]:
         """:meth:`_query_options` of every ``as_of``, the other options checked once (they are shared)."""
@@ -391,6 +377,48 @@ class ReadPath:
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
         )
+
+
+def check_texts(texts: Sequence[str], as_of: Any) -> tuple[list[str], list]:
+    """A batch's questions checked (strings, not too long) and its ``as_of`` as one value per question."""
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
+        if len(t) > MAX_QUERY_CHARS:
+            raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
+    as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
+    if len(as_ofs) != len(texts):
+        raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+    return texts, as_ofs
+
+
+def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:
+    """Queries per chunk of :meth:`ReadPath.query_stream` on a store of ``n_docs`` documents."""
+    return max(1, min(chunk, MASK_BYTES // max(n_docs, 1)))
+
+
+def batch_columns() -> dict[str, list]:
+    """Empty columns of a bulk-scoring result (:func:`hit_rows` fills them)."""
+    return {f.name: [] for f in _BATCH_SCHEMA}
+
+
+def hit_rows(cols: dict[str, list], qi: int, chosen, fused, rankings) -> None:
+    """Append query ``qi``'s hits (``planner.run``'s result) to the columns of a bulk-scoring result (all but ``key``)."""
+    got = [doc for doc, _ in chosen]
+    m = len(got)
+    cols["query"] += [qi] * m
+    cols["rank"] += range(m)
+    cols["doc_id"] += got
+    cols["score"] += [fused[doc] for doc in got]
+    cols["reserved"] += [reserved for _, reserved in chosen]
+    for leg in LEGS:
+        ranked = rankings.get(leg)
+        if ranked is None:
+            cols[f"rank_{leg}"] += [None] * m
+        else:
+            pos = dict(zip(ranked, range(len(ranked))))
+            cols[f"rank_{leg}"] += [pos.get(doc) for doc in got]
 
 
 def _vector_index(mode: Any) -> str:

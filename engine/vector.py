@@ -14,7 +14,9 @@ import math
 
 import numpy as np
 
-from mempp.kernels import TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact
+from mempp.kernels import (
+    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact,
+)
 from mempp.kernels.int8dot import Int8Query
 from mempp.storage import Snapshot
 
@@ -192,11 +194,7 @@ def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
     depth = opt.depth
-    dense = np.zeros(snap.n_docs, dtype=np.float32)
-    for entry in snap.segments:
-        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
-        if entry.window_rows is not None:
-            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
+    dense = dense_scores(snap, query, mask)
     mu, sigma = candidate_moments(dense, mask)
     cands = np.flatnonzero(mask).astype(np.int64)
     prev, nxt = snap.thread_links
@@ -207,3 +205,13 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
         context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
     )
     return out_ids[:got]
+
+
+def dense_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Every candidate's cosine (float32; its best window's where it has windows), 0 elsewhere."""
+    dense = np.zeros(snap.n_docs, dtype=np.float32)
+    for entry in snap.segments:
+        masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, dense)
+        if entry.window_rows is not None:
+            masked_dot_max(entry.window_embeddings, entry.window_rows, query, mask, entry.base, dense)
+    return dense

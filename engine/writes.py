@@ -42,7 +42,8 @@ from mempp.storage.writer import guarded
 
 from .dates import iso, to_us
 from .errors import DocumentNotFound, ValidationError
-from .ingest import Deferred, NewRows, Plain, Row, prepare_batch, record_fingerprints
+from .ingest import Deferred, NewRows, Plain, Row, check_embeddings, prepare_batch, record_fingerprints
+from .tables import is_table, split_table
 
 # A batch of at least this many records is checked, fingerprinted, tokenized and normalized in
 # threads at once (Store._add); smaller ones take the plain path (threads would not pay) and
@@ -59,6 +60,21 @@ def _one_writer_thread(method):
             return method(self, *args, **kwargs)
 
     return locked
+
+
+def render_row(index, row: Row) -> str:
+    """What the store's embedder embeds for a checked record (``IndexConfig.embed_template``)."""
+    return index.render(
+        row.text, author=row.author, date=(iso(row.date) or "")[:10], thread=row.thread, channel=row.channel, source=row.source
+    )
+
+
+def _checked_windows(vectors: np.ndarray, dim: int) -> np.ndarray:
+    """Supplied window vectors as unit float32 rows (a NaN or a wrong dimension is refused)."""
+    try:
+        return check_embeddings(vectors, len(vectors), dim)
+    except ValidationError as exc:
+        raise ValidationError(exc.message, field="embedding_windows", record=exc.record) from None
 
 
 class _CyclicGCPaused:
@@ -112,10 +128,19 @@ class WritePath:
         A key that matches an active document with other text stores a new version and records
         a supersession of the old one, effective at the new document's date. A ``supersedes``
         field (a key or list of keys) records the same for other documents.
-        ``docs`` is an iterable of records (dicts or :class:`mempp.Document`); a single dict is
-        refused (wrap it in a list). Calls from several threads coalesce into one commit.
+        ``docs`` is an iterable of records (dicts or :class:`mempp.Document`), or an Arrow table of
+        documents (``mempp.tables``: a column per field; ``mempp embed`` writes one); a single
+        dict is refused (wrap it in a list). Calls from several threads coalesce into one commit.
+        ``embeddings``: for a table, the name of its column of vectors (``"embedding"``); its
+        ``<name>_windows`` column, when present, holds each document's window vectors (a store
+        with a ``window_stride``). Supplied embeddings otherwise come without window vectors.
         ``batch_size``: texts per embedder call; ``progress(n)``: called as documents are embedded.
         """
+        windows = None
+        if is_table(docs):
+            docs, embeddings, windows = split_table(docs, embeddings, self.dim)
+            if windows is not None and embeddings is not None:
+                windows = (windows[0], _checked_windows(windows[1], self.dim))
         if isinstance(docs, (dict, str, bytes)):
             raise ValidationError(
                 f"expected an iterable of records (a list of dicts), got a single {type(docs).__name__}; wrap it in a list",
@@ -125,13 +150,14 @@ class WritePath:
             docs = list(docs)
             if len(docs) >= BIG_BATCH:
                 with self._write_mutex:
-                    return self._add(docs, embeddings, batch_size, progress)
-            return self._add_grouped(docs, embeddings, batch_size, progress)
+                    return self._add(docs, embeddings, batch_size, progress, windows)
+            return self._add_grouped(docs, embeddings, batch_size, progress, windows)
 
-    def _add_grouped(self, docs: list, embeddings, batch_size, progress) -> list[int | None]:
+    def _add_grouped(self, docs: list, embeddings, batch_size, progress, windows=None) -> list[int | None]:
         self._check_writable()
         rows, supplied = prepare_batch(docs, embeddings, self.dim)
-        windows = None
+        if supplied is None:
+            windows = None
         if supplied is None and any(r is not None for r in rows):
             supplied, windows = self._embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
             progress = None
@@ -150,7 +176,7 @@ class WritePath:
     def _embed_rows(self, rows: list[Row | None], batch_size: int, progress) -> tuple[np.ndarray, tuple | None]:
         """Embeddings (one per record; zero for a skipped one) and window vectors of ``rows``, by the store's embedder."""
         records = [i for i, r in enumerate(rows) if r is not None]
-        texts = [self._render(rows[i]) for i in records]
+        texts = [render_row(self.index, rows[i]) for i in records]
         emb = np.zeros((len(rows), self.dim), dtype=np.float32)
         emb[records] = self.embedder.embed(texts, batch_size=batch_size, progress=progress)
         windows = None
@@ -158,11 +184,6 @@ class WritePath:
             win_emb, owner = self.embedder.embed_windows(texts, self.index.window_stride, batch_size=batch_size)
             windows = (np.asarray(records, dtype=np.int64)[owner], win_emb)
         return emb, windows
-
-    def _render(self, row: Row) -> str:
-        return self.index.render(
-            row.text, author=row.author, date=(iso(row.date) or "")[:10], thread=row.thread, channel=row.channel, source=row.source
-        )
 
     def _commit_group(self, group: list[_Ticket]) -> None:
         """Commit the queued ``add`` calls of ``group`` as one version (the caller holds the write mutex)."""
@@ -214,8 +235,10 @@ class WritePath:
             self._commit(batch)
         return results
 
-    def _add(self, docs, embeddings, batch_size, progress) -> list[int | None]:
+    def _add(self, docs, embeddings, batch_size, progress, windows=None) -> list[int | None]:
         self._check_writable()
+        if embeddings is None:
+            windows = None
         docs = list(docs)
         early = _record_texts(docs) if len(docs) >= BIG_BATCH else None
         if early is None:
@@ -223,7 +246,7 @@ class WritePath:
             prepared = [r.text for r in rows if r is not None]
             if len(prepared) < BIG_BATCH:
                 self._begin_write()
-                return self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None))
+                return self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None, windows=windows))
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
         # the rows are checked and matched against the store here; used if every row turns out
         # new. When every record is a dict with a string text, the texts are known before they
@@ -258,7 +281,7 @@ class WritePath:
                 # the int8 copy of every record's embedding, used if every record is a new row
                 quantized = vectors.submit(_quantized, supplied)
             self._begin_write()
-            out = self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized))
+            out = self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows))
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
@@ -288,7 +311,7 @@ class WritePath:
                     if tokens is not None:
                         tokens = tokens[1]
                     batch = self._build_batch(
-                        rows.new_rows(), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized
+                        rows.new_rows(), snap.n_docs, ingested, [], batch_size, progress, supplied, tokens, quantized, windows
                     )
                     return ids, batch
                 return ids, None

@@ -103,6 +103,16 @@ def moments_from_sums(sums, n: int) -> tuple[float, float]:
     return mu, (var**0.5 if var > 1e-18 else 1.0)
 
 
+def merge_sums(parts) -> np.ndarray:
+    """One :func:`fixed_sums` array from several (each from a part of the documents: a shard of a
+    store): exact integer addition, so :func:`moments_from_sums` of the result equals the one of
+    the whole, whatever the parts."""
+    s1 = sum((int(p[0]) << _CARRY) + int(p[1]) for p in parts)
+    s2 = sum((int(p[2]) << _CARRY) + int(p[3]) for p in parts)
+    h1, h2 = s1 >> _CARRY, s2 >> _CARRY
+    return np.array([h1, s1 - (h1 << _CARRY), h2, s2 - (h2 << _CARRY)], dtype=np.int64)
+
+
 def candidate_moments(scores, mask) -> tuple[float, float]:
     """(mean, standard deviation) of ``scores`` over the masked documents (fixed point: the same
     whatever order or parts the documents are summed in)."""
@@ -117,6 +127,34 @@ def sparse_moments(scores, touched, n_touched: int, n_candidates: int) -> tuple[
     sums = np.zeros(4, dtype=np.int64)
     fixed_sums(scores, touched, n_touched, sums)
     return moments_from_sums(sums, n_candidates)
+
+
+@njit(cache=True, nogil=True)
+def context_bound(z, betas, scaled, use_max):
+    """An upper bound on the context score (:func:`context_topk`) of any document whose own
+    z-score and whose candidate neighbours' z-scores are all at most ``z``.
+
+    Each term of the formula grows with the z-scores it reads (the betas and the scales are
+    >= 0, and rounding is monotone), so the bound is the formula at ``z``, every neighbour
+    present where that raises it; a scale in ``[0, 1]`` (``scaled``) lowers a positive lift
+    and raises a negative one at most to 0. Distributed scoring (``mempp.distributed``) uses it
+    to certify that documents it has not scored cannot enter a leg's top ``depth``.
+    """
+    if betas.shape[0] == 0:
+        return z
+    if use_max:
+        ctx = -np.inf
+        for h in range(betas.shape[0]):
+            ctx = max(ctx, betas[h] * z)
+        if scaled:
+            ctx = max(ctx, 0.0)
+        return max(z, ctx)
+    ctx = 0.0
+    lift = max(z, 0.0)
+    for h in range(betas.shape[0]):
+        ctx += betas[h] * lift
+        ctx += betas[h] * lift
+    return z + ctx
 
 
 @njit(cache=True, nogil=True)

@@ -171,3 +171,25 @@ def test_never_imports_resolves_names_as_documented(tmp_path):
     assert resolve("onnxruntime", "engine") == "onnxruntime" and resolve("mempp.bench", "kernels") == "mempp.bench"
     assert never_imports("Owns x.\n\nNever imports: store, mempp.bench, onnxruntime.\n") == ["store", "mempp.bench", "onnxruntime"]
     assert never_imports("Owns x.\n\nNever imports: store.\n\nMore text.") == []
+
+
+def test_without_the_ray_extra_mempp_works_and_distributed_names_it(tmp_path):
+    # Ray made unimportable: mempp and mempp.distributed import, a store works, and each
+    # distributed function (and the CLI's --ray commands) says which extra to install.
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import mempp\n"
+        "from mempp import distributed\n"
+        f"with mempp.Store.open({str(tmp_path / 's')!r}, embedder=mempp.HashEmbedder(8)) as s:\n"
+        "    s.add([{'id': 'a', 'text': 'budget review'}])\n"
+        "    assert s.query('budget')\n"
+        "for call in (lambda: distributed.connect(), lambda: distributed.embed([]), lambda: distributed.score(s.path, ['budget'])):\n"
+        "    try:\n        call()\n    except ImportError as exc:\n        print(exc)\n"
+        "from mempp.cli import main\n"
+        "sys.exit(main(['embed', 'docs.jsonl', '--out', 'x.parquet']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.stdout.count("pip install 'mempp[ray]'") == 3, proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "pip install 'mempp[ray]'" in proc.stderr, proc.stderr

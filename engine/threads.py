@@ -121,25 +121,14 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
     """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
     question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
     whatever thread context did to the lexical leg's ranking."""
-    from .lexical import K1, _lex_table
+    from .lexical import lexical_doc_scores
 
     terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
     ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
     if not len(ids) or not len(docs):
         return set()
-    from mempp.kernels.maxscore import lex_idf, lex_lookup, lex_score_docs
-
-    table, index, keep = _lex_table(snap)
-    n_seg = table.shape[0]
-    starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
-    df = np.empty(len(ids), dtype=np.int64)
-    idf = np.empty(len(ids), dtype=np.float64)
-    lex_lookup(*index, ids, starts, ends, df, slots)
-    lex_idf(snap.n_docs, df, idf)
     wanted = np.unique(np.asarray(list(docs) + list(pool), dtype=np.int64))
-    scores = np.empty(len(wanted), dtype=np.float64)
-    lex_score_docs(table, starts, ends, idf, K1, wanted, scores)
-    del keep
+    scores = lexical_doc_scores(snap, ids, wanted)
     floor = share * float(scores.max()) if share > 0 and len(scores) else 0.0
     ok = (scores > 0) & (scores >= floor)
     mine = np.isin(wanted, np.asarray(docs, dtype=np.int64))

@@ -175,3 +175,23 @@ def test_benchmark_blocks_run_on_less(tmp_path, locomo_small, section):
             assert any((tmp_path / "q").iterdir()), small  # it wrote the splits
         else:
             assert out.stdout.strip(), small  # a report
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_ray_block_runs_as_written(tmp_path):
+    """The *Past one machine* block, line by line as written (local Ray, the real model)."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'mempp[ray]')")
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    (tmp_path / "questions.jsonl").write_text(
+        json.dumps({"id": "q1", "text": "uptime SLA"}) + "\n" + json.dumps({"id": "q2", "text": "uptime SLA", "as_of": "2023-03-01"}) + "\n"
+    )
+    import pyarrow as pa
+
+    tables = []
+    for line in command_lines(section_block("Past one machine (Ray)")):
+        run(line, tmp_path)
+        if "--out hits.arrow" in line:
+            tables.append(pa.ipc.open_file(str(tmp_path / "hits.arrow")).read_all())
+    assert (tmp_path / "docs.parquet").is_file() and len(tables) == 2
+    assert tables[0].equals(tables[1]) and tables[0].num_rows > 0  # query-parallel and sharded: the same rows

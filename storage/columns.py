@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from .arrowio import one_array
+from .arrowio import numeric, one_array
 
 
 class RowReader:
@@ -107,7 +107,7 @@ class Facet:
                     code = index[name] = len(names)
                     names.append(name)
                 remap[i] = code
-            idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            idx = numeric(enc.indices, null=-1).astype(np.int64)
             parts.append(remap[idx])
         codes = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.zeros(0, dtype=np.int32)
         return cls(names=names, codes=codes, index=index)

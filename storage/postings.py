@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import map_table
+from .arrowio import map_table, numeric
 
 
 @dataclass
@@ -141,4 +141,4 @@ def _np(table: pa.Table, name: str) -> np.ndarray:
     col = table.column(name)
     if col.num_chunks == 0:
         return np.zeros(0, dtype=col.type.to_pandas_dtype())
-    return col.chunk(0).to_numpy(zero_copy_only=True)
+    return numeric(col.chunk(0))

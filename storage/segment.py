@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrowio import mapped_matrix
+from .arrowio import mapped_matrix, numeric
 
 TS = pa.timestamp("us", tz="UTC")
 NAT = np.iinfo(np.int64).min  # "undated" in int64 microsecond arrays
@@ -82,7 +82,7 @@ class Segment:
             table = table.combine_chunks()
         n = table.num_rows
         dates = _timestamps(table.column("date"))
-        lengths = table.column("length").to_numpy().astype(np.float32)
+        lengths = numeric(table.column("length")).astype(np.float32)
         emb_col = table.column("embedding")
         emb = mapped_matrix(emb_col) if n else np.zeros((0, emb_col.type.list_size), dtype=np.float32)
         first = int(table.column("doc_id")[0].as_py()) if n else 0
@@ -119,5 +119,4 @@ def date_order(dates: np.ndarray) -> np.ndarray:
 
 def _timestamps(col: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as int64 µs with NAT for nulls."""
-    ints = col.cast(pa.int64()).fill_null(NAT)
-    return ints.to_numpy().astype(np.int64, copy=False)
+    return numeric(col, null=NAT).astype(np.int64, copy=False)

@@ -31,7 +31,7 @@ from mempp.kernels import quantize_rows
 
 from .analyzer import Analyzer
 from .ann import AnnIndex
-from .arrowio import map_table, mapped_matrix, one_array
+from .arrowio import map_table, mapped_matrix, numeric, one_array
 from .columns import Facet, RowReader
 from .errors import CorruptStoreError
 from .files import Checks, Vanished
@@ -327,7 +327,7 @@ class Snapshot:
                     entry = self._open_unit(store, unit, files, keep_docs, bad, rebuild, placeholders)
                 self.segments.append(entry)
                 if unit.length is None:
-                    stats["length"] = int(entry.segment.table.column("length").cast(pa.int64()).to_numpy().sum())
+                    stats["length"] = int(numeric(entry.segment.table.column("length")).sum(dtype=np.int64))
             if "dict" in files and not _known(base, unit, "dict"):
                 if files["dict"].name in bad:
                     raise bad[files["dict"].name]  # term ids of every later segment depend on it
@@ -382,7 +382,7 @@ class Snapshot:
             self._damaged(bad[files["win"].name])
         elif "win" in files and not any(p is entry for p in placeholders):
             win = map_table(store / files["win"].name)
-            rows = win.column("row").to_numpy()
+            rows = numeric(win.column("row"))
             emb = mapped_matrix(win.column("embedding"))
             if partial:
                 keep_w = rows < keep
@@ -406,10 +406,10 @@ class Snapshot:
             q8 = map_table(store / files["q8"].name)
             entry.q8 = mapped_matrix(q8.column("q"))
             entry.q8_state = "mapped"
-            entry.q8_scale = one_array(q8.column("scale")).to_numpy(zero_copy_only=True)
+            entry.q8_scale = numeric(q8.column("scale"))
             if "row" in q8.column_names:  # stored in date order (older stores: row order)
-                entry.q8_order = one_array(q8.column("row")).to_numpy(zero_copy_only=True)
-                entry.q8_dates = one_array(q8.column("date")).to_numpy(zero_copy_only=True)
+                entry.q8_order = numeric(q8.column("row"))
+                entry.q8_dates = numeric(q8.column("date"))
             if partial:
                 if entry.q8_order is None:
                     entry.q8, entry.q8_scale = entry.q8[:keep], entry.q8_scale[:keep]
@@ -576,8 +576,8 @@ def _sup_arrays(sup: pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarra
         z = np.zeros(0, dtype=np.int64)
         return z, z, z, z
     return (
-        sup.column("old").to_numpy().astype(np.int64),
-        sup.column("new").to_numpy().astype(np.int64),
+        numeric(sup.column("old")).astype(np.int64),
+        numeric(sup.column("new")).astype(np.int64),
         _timestamps(sup.column("effective")),
         _timestamps(sup.column("recorded_at")),
     )

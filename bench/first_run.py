@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,11 @@ def run(repo: Path, cold: bool) -> dict:
         venv = root / f"venv-{name}"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
-        install_s, _ = _timed([py, "-m", "pip", "install", "-q", str(repo)], dict(env, **extra), cwd=str(root))
+        # A clean copy of the source, as a fresh clone is: a build/ folder left by an earlier
+        # install would carry that build's compiled kernels into this one.
+        src = root / f"src-{name}"
+        shutil.copytree(repo, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".git"))
+        install_s, _ = _timed([py, "-m", "pip", "install", "-q", str(src)], dict(env, **extra), cwd=str(root))
         cache = root / f"cache-{name}"
         run_env = dict(env, XDG_CACHE_HOME=str(cache))
         first_s, _ = _timed([str(venv / "bin" / "mempp"), "demo"], run_env, cwd=str(root))

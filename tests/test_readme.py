@@ -122,7 +122,7 @@ REDUCED = [
     # (what the README says, what runs here)
     ("mempp eval ", None),  # + --embedder hash --quiet, on one LoCoMo conversation (below)
     ("--n 100000", "--n 2000 --queries 20"),
-    ("--commits 3000", "--commits 60"),  # and --threads 1,2, a scratch --dir
+    ("--commits 10000", "--commits 60"),  # and --threads 1,2, a scratch --dir
     # mempp.bench.latency: one LoCoMo conversation, --queries 10; mempp bench: no peers (they need
     # their own python), a scratch --dir
     ("--data /tmp/q", "--data {tmp}/q --cache '' --embedder hash"),

@@ -51,24 +51,23 @@ def _legs(s: str) -> tuple[str, ...]:
     return legs
 
 
-def _positive(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
+def _number(convert, what: str, minimum: float):
+    """An argparse type: ``convert(s)`` (``int`` or ``float``), refused below ``minimum`` (and NaN)."""
+
+    def parse(s: str):
+        try:
+            v = convert(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
+        if not v >= minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {s!r}")
+        return v
+
+    return parse
 
 
-def _seconds(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {s!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s!r}")
-    return v
+_positive = _number(int, "an integer", 1)
+_seconds = _number(float, "a number of seconds", 0)
 
 
 def _wait_arg(p: argparse.ArgumentParser) -> None:

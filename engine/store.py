@@ -49,7 +49,9 @@ from .planner import NameMatcher
 from .reads import ReadPath
 from .types import Record
 from .versions import VersionsMixin, pinned
-from .writes import BackgroundMerges, WritePath
+from .merging import BackgroundMerges, MergePath
+from .supersession import SupersedePath
+from .writes import WritePath
 
 # The manifest record of a new store opened without an embedder (embedder.DEFAULT_MODEL).
 DEFAULT_EMBEDDER = model_spec(DEFAULT_MODEL).describe()
@@ -59,7 +61,7 @@ OPEN_RETRY_SECONDS = 60.0  # a reader that finds a file gone re-reads CURRENT wh
 MERGE_MODES = ("background", "manual")
 
 
-class Store(WritePath, ReadPath, VersionsMixin):
+class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
     """A mempp store: a directory of immutable segments and version files.
 
     >>> import mempp, tempfile

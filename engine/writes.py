@@ -1,5 +1,6 @@
 """The write path of a :class:`~mempp.Store`: documents checked, matched against what is stored,
-embedded and committed; supersessions; ANN indexes; merging of segments.
+embedded and committed; ANN indexes; the commit and publication of every change (supersessions:
+``supersession.py``; merges of segments: ``merging.py``).
 
 Concurrent ``add`` calls of one process coalesce into one commit (group commit): each call
 checks and embeds its own documents in its own thread, queues them, and the first caller to
@@ -7,23 +8,20 @@ take the writer's turn commits everything queued by then; every call returns onc
 documents are durable (or raises its own error: a record one call gets wrong fails that call
 alone). Segments are merged by the policy of ``storage/merge.py``, in a background thread of
 the writer's process (``Store.open(merge="background")``, the default) or when asked
-(:meth:`WritePath.merge`); a merge is published as a new version like any commit.
+(``Store.merge``, ``merging.py``); a merge is published as a new version like any commit.
 
 Owns: every change to a store. Must never rank or answer queries.
 
-Never imports: reads, planner, fusion, lexical, vector, onnxruntime.
+Never imports: reads, planner, fusion, lexical, vector, merging, supersession, onnxruntime.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import gc
 import itertools
 import os
-import threading
 import time
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -37,10 +35,9 @@ from mempp.storage.ann import DEFAULT_EF_CONSTRUCTION, DEFAULT_M
 from mempp.storage.ann import build as ann_build
 from mempp.storage.ann import to_bytes as ann_bytes
 from mempp.storage.manifest import State, Unit
-from mempp.storage.merge import merged_unit, next_merge, publish_merge
 from mempp.storage.writer import guarded
 
-from .dates import iso, to_us
+from .dates import iso
 from .errors import DocumentNotFound, ValidationError
 from .ingest import Deferred, NewRows, Plain, Row, check_embeddings, prepare_batch, record_fingerprints
 from .tables import is_table, split_table
@@ -375,82 +372,6 @@ class WritePath:
             return results, batch
         return results, None
 
-    def supersede(self, old: str | int, new: str | int, effective: Any = None, *, backdate: bool = False) -> None:
-        """Record that ``new`` replaces ``old`` from ``effective`` on (default: ``new``'s date).
-
-        ``old`` and ``new`` are keys (the active version) or doc ids. Nothing is deleted:
-        ``old`` stays the answer for questions as of dates before ``effective``.
-
-        Refused (``ValidationError``, nothing written), so that a record never loses every
-        version where it had one:
-        - ``new`` is itself superseded at or before ``effective`` (a cycle, or a replacement
-          already replaced): from then on neither would be valid;
-        - ``effective`` is before ``old``'s own date (``old`` would never have been valid) or
-          before ``new``'s (neither would be valid in between), unless ``backdate=True``.
-        A mistaken supersession is corrected by adding a new version, never by deleting one.
-        """
-        self._supersede([(old, new, effective)], many=False, backdate=backdate)
-
-    def supersede_many(self, events: Iterable[tuple], *, backdate: bool = False) -> None:
-        """Record many supersessions ``(old, new[, effective])`` as one commit (all or none).
-
-        Each event as in :meth:`supersede` (checked against the ones before it in the same
-        call); the first bad one raises a ``ValidationError`` naming its index (``record``) and
-        nothing is written.
-        """
-        self._supersede(events, many=True, backdate=backdate)
-
-    @_one_writer_thread
-    def _supersede(self, events: Iterable[tuple], many: bool, backdate: bool = False) -> None:
-        self._check_writable()
-        self._begin_write()
-        recorded = now_us()
-        out = []
-        snap = self._snap
-        ends: dict[int, int] = {}  # validity ends set by this call's earlier events
-        for i, event in enumerate(events):
-            if not isinstance(event, (tuple, list)) or len(event) not in (2, 3):
-                raise ValidationError("expected (old, new) or (old, new, effective)", field="event", record=i)
-            old, new, effective = (*event, None) if len(event) == 2 else event
-            where = i if many else None
-            try:
-                old_id = self._resolve(old, "old")
-                new_id = self._resolve(new, "new")
-            except ValidationError as exc:
-                raise ValidationError(exc.message, field=exc.field, record=where) from None
-            except DocumentNotFound as exc:
-                raise DocumentNotFound(f"event {i}: {exc}" if many else str(exc)) from None
-            if old_id == new_id:
-                raise ValidationError("a document cannot supersede itself", field="new", record=where)
-            old_date, new_date = int(snap.dates[old_id]), int(snap.dates[new_id])
-            if effective is None:
-                eff = new_date if new_date != NAT else recorded
-            else:
-                try:
-                    eff = to_us(effective)
-                except (ValueError, TypeError, OverflowError) as exc:
-                    raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective", record=where) from None
-            new_end = min(int(snap.valid_until[new_id]), ends.get(new_id, FOREVER))
-            if new_end <= eff:
-                raise ValidationError(
-                    f"{new!r} is itself superseded from {iso(new_end)}, so it cannot replace {old!r} from {iso(eff)}: "
-                    "neither would be valid from then on (to correct a supersession, add a new version)",
-                    field="new", record=where,
-                )
-            if not backdate:
-                for name, when, field in ((old, old_date, "old"), (new, new_date, "new")):
-                    if when != NAT and eff < when:
-                        raise ValidationError(
-                            f"effective {iso(eff)} is before {name!r}'s own date {iso(when)}: "
-                            + ("it would never have been valid" if field == "old" else "neither would be valid in between")
-                            + "; pass backdate=True if that is meant",
-                            field="effective", record=where,
-                        )
-            ends[old_id] = min(ends.get(old_id, FOREVER), eff)
-            out.append((old_id, new_id, eff, recorded))
-        if out:
-            self._commit(CommitBatch(supersessions=out))
-
     @_one_writer_thread
     def build_ann(
         self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
@@ -536,77 +457,6 @@ class WritePath:
         with self._state:
             self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt, written=written, built=built)
             self._index_keys()
-
-    # --- merging ---------------------------------------------------------------------------------
-    def merge(self, *, force: bool = False) -> dict:
-        """Merge segments now, as the merge policy asks (``storage/merge.py``), until it asks for
-        no more; ``force``: join every run of segments an ANN index does not separate into one.
-
-        Each merge is published as a new version (readers see no change but fewer segments: the
-        same documents, ids and scores; every earlier version still opens). Returns
-        ``{"merges", "segments", "seconds"}``. A store opened with ``merge="background"`` (the
-        default) does this after each commit in a thread of its own.
-        """
-        self._check_writable()
-        t = time.perf_counter()
-        done = 0
-        with self._merge_lock:
-            with self._write_mutex:
-                self._begin_write()
-            while True:
-                cand = self._merge_candidate(force)
-                if cand is None:
-                    break
-                self._merge_one(*cand)
-                done += 1
-        return {"merges": done, "segments": len(self._snap.segments), "seconds": round(time.perf_counter() - t, 3)}
-
-    def _merge_candidate(self, force: bool) -> tuple | None:
-        snap = self._snap
-        state = snap.state
-        if state is None or state.format == 1:
-            return None
-        if force:
-            from mempp.storage.merge import barriers
-
-            bars = barriers(state)
-            i = 0
-            while i < len(state.units):
-                j = i + 1
-                while j < len(state.units) and not bars[j - 1]:
-                    j += 1
-                if j - i >= 2:
-                    return snap, state.units[i:j]
-                i = j
-            return None
-        cand = next_merge(state)
-        return None if cand is None else (snap, state.units[cand.start : cand.stop])
-
-    def _merge_one(self, snap: Snapshot, units: list[Unit]) -> None:
-        """Write the join of ``units`` (as ``snap`` maps them) aside, then publish it under the write mutex."""
-        try:
-            unit = guarded(self.path, lambda: merged_unit(self.path, snap, units))
-        except BaseException as exc:
-            if isinstance(exc, StoreWriteError) and exc.broken:
-                self._broken = str(exc)
-            raise
-        with self._write_mutex:
-            t0 = time.perf_counter()
-            self._check_writable()
-            before = self._snap.state
-            try:
-                state = guarded(self.path, lambda: publish_merge(self.path, before, units, unit))
-            except BaseException as exc:
-                self._stale = True
-                if isinstance(exc, StoreWriteError) and exc.broken:
-                    self._broken = str(exc)
-                raise
-            self._publish(state)
-            self._merges.publishes.append((t0, time.perf_counter()))
-        # The replaced units' files (and version files before a new checkpoint) are named by no
-        # version from now on, and their names are never used again: removed outside the writer's
-        # turn, if possible (the merge is durable either way; the next writer removes what is left).
-        _remove(self.path, before.names() - state.names())
 
     def _close_writes(self) -> None:
         self._merges.stop()
@@ -770,72 +620,6 @@ class WritePath:
                 raise DocumentNotFound(f"no document with id {ref!r}")
             return doc
         raise ValidationError(f"expected a key (str) or doc id (int), got {type(ref).__name__}", field=field)
-
-
-class BackgroundMerges:
-    """The writer's merge thread: started when a commit leaves a merge due, it runs merges until
-    none is due, then ends; ``stop`` waits for the merge under way (never more than one)."""
-
-    def __init__(self, store: "WritePath") -> None:
-        self._ref = weakref.ref(store)  # no cycle: a closed Store's mappings go when it does
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self.error: BaseException | None = None
-        self.done = 0
-        self.publishes: collections.deque = collections.deque(maxlen=1 << 16)  # (start, end) perf_counter of each publish
-
-    @property
-    def _store(self):
-        store = self._ref()
-        if store is None:
-            raise StoreError("the store is gone")
-        return store
-
-    def poke(self) -> None:
-        state = self._store._snap.state
-        if self._stopping or self.error is not None or state is None or next_merge(state) is None:
-            return
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._thread = threading.Thread(target=self._run, name="mempp-merge", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            store = self._store
-            while not self._stopping:
-                with store._merge_lock:
-                    cand = store._merge_candidate(False)
-                    if cand is None or self._stopping:
-                        return
-                    store._merge_one(*cand)
-                    self.done += 1
-        except BaseException as exc:  # noqa: BLE001 - kept for stats(); a failed fsync also stops writes (_broken)
-            self.error = exc
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until no merge is under way or due; True when so."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            t = self._thread
-            if t is not None:
-                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if t.is_alive():
-                    return False
-            state = self._store._snap.state
-            if self.error is not None or state is None or next_merge(state) is None:
-                return True
-            self.poke()
-            if self._thread is t:
-                return True
-
-    def stop(self) -> None:
-        self._stopping = True
-        t = self._thread
-        if t is not None:
-            t.join()
 
 
 def _remove(store, names) -> None:

@@ -13,7 +13,6 @@ import json
 import sys
 import time
 from dataclasses import replace
-from functools import partial
 from typing import Any, Sequence
 
 

@@ -55,7 +55,7 @@ from .lexical import query_terms
 from .options import QueryOptions, context_scale
 from .planner import run
 from .reads import _BATCH_SCHEMA, batch_columns, hit_rows
-from .shards import OFF, PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, _top
+from .shards import PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, _top
 
 FIRST_TOP = 16  # the first top M of a z-scored leg: 2 x depth + this (max mode certifies with depth + 1 in practice)
 MAX_ROUNDS = 40  # M doubles each round: a leg not certified by then holds every scored document anyway

@@ -31,7 +31,7 @@ from mempp.kernels import quantize_rows
 
 from .analyzer import Analyzer
 from .ann import AnnIndex
-from .arrowio import map_table, mapped_matrix, numeric, one_array
+from .arrowio import map_table, mapped_matrix, numeric
 from .columns import Facet, RowReader
 from .errors import CorruptStoreError
 from .files import Checks, Vanished

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import mempp
-from mempp.config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from mempp.config import (
+    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, DEFAULT_WEIGHTS,
+)
 from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.jsonl import read_jsonl
 from mempp.progress import ProgressBar
@@ -43,6 +45,8 @@ class EvalConfig:
     question_dates: bool = False
     siblings: int = DEFAULT_SIBLINGS  # thread stage: largest thread whose siblings follow a hit (0: off)
     reserve_rule: str = DEFAULT_RESERVE_RULE  # "relevant" or "paper"
+    feedback: int = DEFAULT_FEEDBACK  # the vector leg's second scan from the first fused documents (0: off)
+    tag_rank: str = DEFAULT_TAG_RANK  # "fused" or "lexical"
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
     window_stride: int | None = None  # index time: window vectors for long documents
@@ -52,10 +56,10 @@ class EvalConfig:
 # ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                  siblings=0, reserve_rule="paper"),
+                  siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical"),
     # LoCoMo settings of the paper: weights 1,1,2 and 200 candidates per leg
     "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                         siblings=0, reserve_rule="paper"),
+                         siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical"),
 }
 
 
@@ -164,6 +168,8 @@ def evaluate(
                                 question_dates=config.question_dates,
                                 siblings=config.siblings,
                                 reserve_rule=config.reserve_rule,
+                                feedback=config.feedback,
+                                tag_rank=config.tag_rank,
                                 embedding=None if vecs is None else vecs[j],
                             )
                             answers[k] = [h.key for h in hits]
@@ -207,7 +213,7 @@ def format_report(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines.append(
         f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"

@@ -18,7 +18,11 @@ import json
 import sys
 from typing import Sequence
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .config import (
+    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_WEIGHTS,
+)
+from .feedback import TAG_RANKS
 from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError, ValidationError
 
@@ -67,6 +71,7 @@ def _number(convert, what: str, minimum: float):
 
 
 _positive = _number(int, "an integer", 1)
+_count = _number(int, "an integer", 0)
 _seconds = _number(float, "a number of seconds", 0)
 
 
@@ -101,6 +106,10 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help=f"thread stage: a hit's thread follows it when the thread holds at most this many documents (default {DEFAULT_SIBLINGS}; 0 off)")
     p.add_argument("--reserve-rule", choices=("relevant", "paper"), default=d(DEFAULT_RESERVE_RULE),
                    help="which documents may take the 3 reserve slots: relevant (lexical matches near the top; default) or paper (any match)")
+    p.add_argument("--feedback", type=_count, default=d(DEFAULT_FEEDBACK),
+                   help=f"the vector leg scans again from the question plus this many first fused documents (default {DEFAULT_FEEDBACK}; 0 off)")
+    p.add_argument("--tag-rank", choices=TAG_RANKS, default=d(DEFAULT_TAG_RANK),
+                   help="tag leg order: fused (BM25-then-date fused with cosine; default) or lexical (BM25, then date)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,6 +370,8 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         context_mode=args.context_mode,
         siblings=args.siblings,
         reserve_rule=args.reserve_rule,
+        feedback=args.feedback,
+        tag_rank=args.tag_rank,
         question_dates=args.question_dates,
     )
 
@@ -540,7 +551,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
-        siblings=args.siblings, reserve_rule=args.reserve_rule,
+        siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank,
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

@@ -2,7 +2,7 @@
 
 Owns :class:`IndexConfig` (embedding template, window stride, vector copy) and its checks, and
 the query-time defaults every entry point shares (``DEFAULT_WEIGHTS``, ``DEFAULT_DEPTH``, thread
-context, siblings, reserve rule). Nearly a leaf (it imports ``errors`` only), so the store, the
+context, siblings, reserve rule, feedback, tag ranking). Nearly a leaf (it imports ``errors`` only), so the store, the
 read path and the CLI can all import it.
 
 Never imports: store, reads, writes, planner, embedder, mempp.storage.
@@ -27,6 +27,8 @@ DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"
 DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
 DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
+DEFAULT_FEEDBACK = 3  # vector leg: the question's vector plus the mean of the first fused documents' (mempp.feedback); 0: off
+DEFAULT_TAG_RANK = "fused"  # tag leg: its documents by BM25-then-date fused with their cosine (mempp.feedback); "lexical": BM25 then date
 
 
 @dataclass(frozen=True)

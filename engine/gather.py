@@ -28,6 +28,11 @@ Why the merge is exact (the rows equal ``Store.query_batch``'s):
   last score beats the bound, or when the top ``M`` holds every scored document; else ``M``
   doubles and the shards send more.
 
+- *Feedback* (``feedback``, ``mempp.feedback``): the driver runs the planner's first fusion on
+  the merged legs, forms each query's feedback vector from the stored vectors of its first
+  fused documents, and sends those vectors to the shards for one more vector leg (merged as
+  the first one was); the planner then fuses with that leg, as one process does.
+
 - *Thread stage* (``siblings``, ``mempp.threads``): it lifts the candidate members of small
   threads holding a fused document; the driver fetches the candidate bits of every member of
   such a thread of a ranked document (one round) and runs the stage and the reserve (its BM25
@@ -53,6 +58,8 @@ from mempp.storage import StoreError
 from .errors import ValidationError
 from .lexical import query_terms
 from .options import QueryOptions, context_scale
+from .feedback import feedback_query
+from .fusion import fused_order
 from .planner import run
 from .reads import _BATCH_SCHEMA, batch_columns, hit_rows
 from .shards import PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, _top
@@ -175,54 +182,10 @@ class Driver:
         has_vec = [qvecs is not None and not b for b in blank]
         queries = [self._leg_query(t, o, h) for t, o, h in zip(texts, opts, has_vec)]
         answers = call("first", [(chunk, queries, qvecs)] * len(self.specs))  # [shard][query]
-        rounds = 0
         try:
-            n_cand = [sum(a[j].candidates for a in answers) for j in range(len(queries))]
-            tag_docs = [np.concatenate([a[j].tag_docs for a in answers]) for j in range(len(queries))]
-            lexical: list[Any] = [None] * len(queries)
-            vector: list[Any] = [None] * len(queries)
-            pending: dict[tuple[int, str], _ZLeg] = {}
-            for j, q in enumerate(queries):
-                if q.lexical == PLAIN:
-                    ids, _ = _top(*_concat([a[j].lexical for a in answers]), q.opt.depth)
-                    scores = [a[j].tag_scores for a in answers]
-                    lexical[j] = (ids, np.concatenate(scores) if scores else np.zeros(0))
-                elif q.lexical == ZSCORED:
-                    z = _ZLeg("lexical", q, [a[j].lexical for a in answers], n_cand[j], tag_docs[j], snap)
-                    if z.done is not None:
-                        lexical[j] = z.done
-                    else:
-                        pending[(j, "lexical")] = z
-                if q.vector == PLAIN:
-                    vector[j] = _top(*_concat([a[j].vector for a in answers]), q.opt.depth)[0]
-                elif q.vector == ZSCORED:
-                    z = _ZLeg("vector", q, [a[j].vector for a in answers], n_cand[j], tag_docs[j], snap)
-                    if z.done is not None:
-                        vector[j] = z.done[0]
-                    else:
-                        pending[(j, "vector")] = z
-            while pending:
-                self._fetch_and_certify(call, chunk, pending)
-                for (j, leg), z in list(pending.items()):
-                    if z.done is not None:
-                        if leg == "lexical":
-                            lexical[j] = z.done
-                        else:
-                            vector[j] = z.done[0]
-                        del pending[(j, leg)]
-                if pending:
-                    rounds += 1
-                    if rounds > MAX_ROUNDS:
-                        raise StoreError("distributed scoring: thread context not certified after many rounds")
-                    wants: list[list] = [[] for _ in self.specs]
-                    for (j, leg), z in pending.items():
-                        z.m *= 2
-                        for w in wants:
-                            w.append((j, leg, z.m))
-                    tops = call("top", [(chunk, w) for w in wants])
-                    keys = list(pending)
-                    for i, key in enumerate(keys):
-                        pending[key].set_tops([t[i] for t in tops])
+            n_cand, tag_docs, lexical, vector, rounds = self._merge(call, chunk, queries, answers)
+            refined, more = self._feedback(call, texts, opts, qvecs, has_vec, n_cand, tag_docs, lexical, vector)
+            rounds += more
             siblings = self._sibling_bits(call, chunk, queries, lexical, vector, tag_docs)
         finally:
             call("release", [(chunk,)] * len(self.specs))
@@ -236,7 +199,7 @@ class Driver:
                 chosen, fused, rankings, _ = run(
                     snap, text, qvecs[j] if has_vec[j] else None, opt, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j],
                     lexical=lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j]))),
-                    vector=vector[j], mask=self._mask,
+                    vector=vector[j], mask=self._mask, refined=refined[j],
                 )
             finally:
                 if ids is not None:
@@ -246,6 +209,96 @@ class Driver:
         out = pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
         self.driver_s += (time.perf_counter() - t0) - (self.calls_s - waited)
         return out
+
+    def _merge(self, call: Call, chunk: int, queries: Sequence[LegQuery], answers: list):
+        """Every query's legs from the shards' first answers (and the rounds thread context needs):
+        ``(candidate counts, tag documents, lexical (ids, tag scores), vector ids, rounds)``."""
+        snap = self.snap
+        rounds = 0
+        n_cand = [sum(a[j].candidates for a in answers) for j in range(len(queries))]
+        tag_docs = [np.concatenate([a[j].tag_docs for a in answers]) for j in range(len(queries))]
+        lexical: list[Any] = [None] * len(queries)
+        vector: list[Any] = [None] * len(queries)
+        pending: dict[tuple[int, str], _ZLeg] = {}
+        for j, q in enumerate(queries):
+            if q.lexical == PLAIN:
+                ids, _ = _top(*_concat([a[j].lexical for a in answers]), q.opt.depth)
+                scores = [a[j].tag_scores for a in answers]
+                lexical[j] = (ids, np.concatenate(scores) if scores else np.zeros(0))
+            elif q.lexical == ZSCORED:
+                z = _ZLeg("lexical", q, [a[j].lexical for a in answers], n_cand[j], tag_docs[j], snap)
+                if z.done is not None:
+                    lexical[j] = z.done
+                else:
+                    pending[(j, "lexical")] = z
+            if q.vector == PLAIN:
+                vector[j] = _top(*_concat([a[j].vector for a in answers]), q.opt.depth)[0]
+            elif q.vector == ZSCORED:
+                z = _ZLeg("vector", q, [a[j].vector for a in answers], n_cand[j], tag_docs[j], snap)
+                if z.done is not None:
+                    vector[j] = z.done[0]
+                else:
+                    pending[(j, "vector")] = z
+        while pending:
+            self._fetch_and_certify(call, chunk, pending)
+            for (j, leg), z in list(pending.items()):
+                if z.done is not None:
+                    if leg == "lexical":
+                        lexical[j] = z.done
+                    else:
+                        vector[j] = z.done[0]
+                    del pending[(j, leg)]
+            if pending:
+                rounds += 1
+                if rounds > MAX_ROUNDS:
+                    raise StoreError("distributed scoring: thread context not certified after many rounds")
+                wants: list[list] = [[] for _ in self.specs]
+                for (j, leg), z in pending.items():
+                    z.m *= 2
+                    for w in wants:
+                        w.append((j, leg, z.m))
+                tops = call("top", [(chunk, w) for w in wants])
+                keys = list(pending)
+                for i, key in enumerate(keys):
+                    pending[key].set_tops([t[i] for t in tops])
+        return n_cand, tag_docs, lexical, vector, rounds
+
+    def _feedback(self, call: Call, texts, opts, qvecs, has_vec, n_cand, tag_docs, lexical, vector) -> tuple[list[bool], int]:
+        """Feedback (``mempp.feedback``): for each query with ``feedback`` and a vector leg, the
+        planner's first fusion of the merged legs gives the feedback vector, and one more round
+        of the shards scans the vector leg with it; ``vector`` takes those rankings. Returns which
+        queries were refined (the planner then runs no feedback of its own) and the certificate's
+        round trips after that round's first (as ``rounds`` counts them)."""
+        refined = [False] * len(texts)
+        todo, subs, fvecs = [], [], []
+        for j, opt in enumerate(opts):
+            if not (opt.feedback and has_vec[j] and vector[j] is not None and opt.weights[2]):
+                continue
+            first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
+            lex = lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j])))
+            _, fused, _, _ = run(
+                self.snap, texts[j], qvecs[j], first, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j], lexical=lex,
+                vector=vector[j], mask=self._mask,
+            )
+            fvec, used = feedback_query(self.snap, qvecs[j], fused_order(fused)[: opt.feedback])
+            if not used:
+                continue
+            todo.append(j)
+            subs.append(self._leg_query(texts[j], replace(opt, weights=(0.0, 0.0, opt.weights[2])), True))
+            fvecs.append(fvec)
+        if not todo:
+            return refined, 0
+        self._chunk += 1
+        chunk = self._chunk
+        answers = call("first", [(chunk, subs, np.stack(fvecs))] * len(self.specs))
+        try:
+            _, _, _, again, rounds = self._merge(call, chunk, subs, answers)
+        finally:
+            call("release", [(chunk,)] * len(self.specs))
+        for i, j in enumerate(todo):
+            vector[j] = again[i]
+            refined[j] = True
+        return refined, rounds
 
     def _sibling_bits(self, call: Call, chunk: int, queries: Sequence[LegQuery], lexical, vector, tag_docs) -> dict:
         """The thread stage (``mempp.threads``) lifts a fused document's siblings in small threads

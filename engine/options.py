@@ -34,6 +34,8 @@ class QueryOptions:
     ann: str = "auto"  # vector leg over ANN-indexed ranges: "auto" (cost model), "ann" (always), "exact" (never)
     siblings: int = 0  # thread stage: members of threads of at most this many documents are lifted (0: off; mempp.threads)
     reserve_rule: str = "paper"  # which documents may take a reserve slot: "paper" (any matched) or "relevant" (mempp.threads)
+    feedback: int = 0  # the vector leg runs again with the mean vector of this many first fused documents added (0: off; mempp.feedback)
+    tag_rank: str = "lexical"  # tag leg order: "lexical" (BM25, then date) or "fused" (that order fused with cosine; mempp.feedback)
 
 
 

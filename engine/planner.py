@@ -3,7 +3,7 @@
 Owns :func:`run`, the glue that runs the stages in order and records the plan (``explain``).
 The stages live in their own modules: ``candidates`` (masks: the temporal rules and filters),
 ``lexical``, ``tags``, ``vector`` and ``vector_batch`` (the legs), ``fusion`` (RRF and the
-latest-date reserve), ``threads`` (the thread stage and the reserve's rule), ``options`` (:class:`QueryOptions`). Their public names are re-exported
+latest-date reserve), ``feedback`` (the vector leg's second scan, the tag leg's order), ``threads`` (the thread stage and the reserve's rule), ``options`` (:class:`QueryOptions`). Their public names are re-exported
 here for callers of ``mempp.planner``. It must never import the store or the CLI.
 
 Never imports: store, reads, cli, mempp.bench.
@@ -18,7 +18,8 @@ import numpy as np
 from mempp.storage import NAT, Snapshot
 
 from .candidates import BACKGROUND_INDEX_DOCS, candidate_mask, date_bounds, valid_index
-from .fusion import fuse
+from .feedback import feedback_query, tag_order
+from .fusion import fuse, fused_order
 from .lexical import B, K1, lexical_leg
 from .options import QueryOptions, context_scale
 from .tags import NameMatcher, tag_leg
@@ -37,7 +38,7 @@ __all__ = [
 def run(
     snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
     mask: np.ndarray | None = None, vector: np.ndarray | None = None, n_cand: int | None = None,
-    tag_docs: np.ndarray | None = None, lexical: tuple[np.ndarray, np.ndarray] | None = None,
+    tag_docs: np.ndarray | None = None, lexical: tuple[np.ndarray, np.ndarray] | None = None, refined: bool = False,
 ):
     """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
 
@@ -45,7 +46,9 @@ def run(
     precomputed from a batch. Distributed scoring (``mempp.distributed``) gives every leg's
     result, gathered from the shards of a store: ``n_cand``, ``tag_docs`` (:func:`tag_leg`'s
     candidates), ``lexical`` (:func:`lexical_leg`'s ranking and the tag documents' scores) and
-    ``vector``; ``mask`` is then not needed.
+    ``vector``; ``mask`` is then not needed. ``refined``: ``vector`` is already the feedback
+    scan's ranking (``mempp.feedback``), so no feedback runs here; otherwise feedback (when
+    ``opt.feedback``) rescans the vector leg over ``mask``.
     """
     t0 = time.perf_counter()
     if mask is None and (n_cand is None or tag_docs is None):
@@ -72,12 +75,20 @@ def run(
         # Ranked by relevance (BM25) to the question, then most recent, then latest ingested.
         raw = snap.dates[tag_docs]
         dates = np.where(raw == NAT, -np.inf, raw.astype(np.float64))
-        order = np.lexsort((-tag_docs, -dates, -tag_scores.astype(np.float64)))
+        order = tag_order(snap, tag_docs, tag_scores, dates, qvec if weights["vector"] else None, opt.tag_rank)
         rankings["tag"] = tag_docs[order][: opt.depth]
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
         vinfo: dict = {"method": "batch matrix product, exact rescore" if lexical is None else "gathered from shards"}
         rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
+        if opt.feedback and not refined:
+            _, first = fuse(rankings, weights, snap.dates, NAT, 0, False)
+            fvec, used = feedback_query(snap, qvec, fused_order(first)[: opt.feedback])
+            if used:
+                rankings["vector"] = vector_leg(snap, fvec, mask, opt, None)
+                vinfo["feedback"] = used
+        elif refined:
+            vinfo["feedback"] = "gathered from shards"
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
@@ -93,6 +104,8 @@ def run(
     }
     if "vector" in rankings:
         legs["vector"]["method"] = vinfo["method"]
+        if "feedback" in vinfo:
+            legs["vector"]["feedback"] = vinfo["feedback"]
     if "lexical" in rankings:
         legs["lexical"]["method"] = linfo.get("method", "")
     if opt.context:

@@ -17,7 +17,11 @@ import numpy as np
 
 from mempp.storage import Snapshot
 
-from .config import DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_WEIGHTS
+from .config import (
+    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_WEIGHTS,
+)
+from .feedback import TAG_RANKS
 from .threads import RESERVE_RULES
 from .dates import from_us, to_us
 from .embedder import embed_queries
@@ -60,6 +64,7 @@ class ReadPath:
     def _options(
         self, *, k, as_of, weights, depth, reserve, legs, authors, threads, channels, date_from, date_to, context, context_length,
         context_mode, vector_index="auto", siblings=DEFAULT_SIBLINGS, reserve_rule=DEFAULT_RESERVE_RULE,
+        feedback=DEFAULT_FEEDBACK, tag_rank=DEFAULT_TAG_RANK,
     ) -> QueryOptions:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
@@ -100,8 +105,14 @@ class ReadPath:
             raise ValidationError(f"expected an integer >= 0, got {siblings!r}", field="siblings")
         if reserve_rule not in RESERVE_RULES:
             raise ValidationError(f"expected one of {list(RESERVE_RULES)}, got {reserve_rule!r}", field="reserve_rule")
+        if isinstance(feedback, bool) or not isinstance(feedback, (int, np.integer)) or feedback < 0:
+            raise ValidationError(f"expected an integer >= 0, got {feedback!r}", field="feedback")
+        if tag_rank not in TAG_RANKS:
+            raise ValidationError(f"expected one of {list(TAG_RANKS)}, got {tag_rank!r}", field="tag_rank")
         n = max(self._snap.n_docs, 1)
         return QueryOptions(
+            feedback=int(feedback),
+            tag_rank=tag_rank,
             siblings=int(siblings),
             reserve_rule=reserve_rule,
             context=ctx if any(ctx) else (),
@@ -143,6 +154,8 @@ class ReadPath:
         vector_index: str = "auto",
         siblings: int = DEFAULT_SIBLINGS,
         reserve_rule: str = DEFAULT_RESERVE_RULE,
+        feedback: int = DEFAULT_FEEDBACK,
+        tag_rank: str = DEFAULT_TAG_RANK,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -165,6 +178,10 @@ class ReadPath:
         members (``mempp.threads``). ``reserve``: the last 3 slots go to the latest-dated documents
         ``reserve_rule`` lets in: ``"relevant"`` (default) strong lexical matches (BM25 at least 0.7
         of the best) within the first 3k places, ``"paper"`` any document a leg matched.
+        ``feedback``: the vector leg scans again with the question's vector plus the mean vector
+        of this many first fused documents (default 3; 0 turns it off). ``tag_rank``: the tag
+        leg's order, ``"fused"`` (default: BM25-then-date fused with cosine) or ``"lexical"``
+        (BM25, then date). Both: ``mempp.feedback``.
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (:meth:`build_ann`), ``"auto"``
@@ -186,6 +203,7 @@ class ReadPath:
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
+            feedback=feedback, tag_rank=tag_rank,
         )
         qvec = None
         if opt.weights[2] and self._snap.n_docs:
@@ -371,11 +389,13 @@ class ReadPath:
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
         vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,
+        feedback: Any = DEFAULT_FEEDBACK, tag_rank: str = DEFAULT_TAG_RANK,
     ) -> QueryOptions:
         return self._options(
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
+            feedback=feedback, tag_rank=tag_rank,
         )
 
 

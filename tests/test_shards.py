@@ -84,7 +84,20 @@ OPTIONS = [
     {"siblings": 0},
     {"siblings": 3, "reserve_rule": "paper"},
     {"siblings": 40, "context": ()},
+    {"feedback": 0, "tag_rank": "lexical"},  # issue 18's second round off: the vector leg scans once
+    {"feedback": 10, "context": ()},
+    {"feedback": 1, "legs": ["vector"], "k": 30},
 ]
+
+
+def test_feedback_and_tag_rank_change_these_answers(threaded):
+    """The equality tests above would not notice a driver that skipped feedback or the tag order
+    unless both change some answers on this store."""
+    texts, as_ofs = questions(1)
+    with mempp.Store.open(threaded, read_only=True) as store:
+        full = store.query_batch(texts, as_of=as_ofs)
+        assert not full.equals(store.query_batch(texts, as_of=as_ofs, feedback=0))
+        assert not full.equals(store.query_batch(texts, as_of=as_ofs, tag_rank="lexical"))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,100 @@
+"""Two uses of the question's vector beyond the vector leg's scan: feedback, and the tag leg's order.
+
+**Feedback** (``feedback``, default 3; 0 turns it off). The legs run, and a first fusion ranks
+their documents; the question's vector plus the mean of the (first-window) embeddings of the
+first ``feedback`` documents of that list, normalized, is scanned again, and that ranking
+replaces the vector leg's before the final fusion (Rocchio's pseudo-relevance feedback, with the
+first fused documents taken as relevant). Evidence that shares few words with the question often
+reads like the best hits ("What activities does Melanie partake in?": the turn about swimming
+with the kids reads like the camping one the question's words found). It adds one scan of the
+vector leg per query; ``explain`` lists the documents used.
+
+**Tag order** (``tag_rank``). The tag leg holds every candidate by an author named in the
+question, which in a two-person conversation is half of it. ``"lexical"`` (the paper's) ranks
+them by BM25 for the question, then date, then ingest order; most have no question word, so most
+rank by date alone. ``"fused"`` (the default) ranks them by reciprocal-rank fusion of that order
+and their cosine to the question (``1/(60 + rank)`` each, ties to the later-ingested), so the
+named person's documents about the question's subject come first.
+
+Both were chosen on the tuning splits only (LoCoMo's tuning half, org generator seed 1;
+``docs/quality.md``). Without a question vector (a blank question, the vector leg off) neither
+applies: the tag leg keeps the lexical order and no feedback runs.
+
+Owns :func:`feedback_query` and :func:`tag_order`. Reads document embeddings through the
+snapshot's segments.
+
+Never imports: candidates, lexical, tags, vector, vector_batch, fusion, planner, threads, store, reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mempp.kernels import rescore_exact
+from mempp.storage import Snapshot
+
+FEEDBACK_WEIGHT = 1.0  # the documents' mean vector is added with this weight to the (unit) question vector
+TAG_RRF_C = 60
+TAG_RANKS = ("fused", "lexical")
+
+
+def doc_vectors(snap: Snapshot, docs: np.ndarray) -> np.ndarray:
+    """The stored (first-window) embeddings of ``docs`` (global doc ids), float32, in the order given."""
+    docs = np.asarray(docs, dtype=np.int64)
+    out = np.empty((len(docs), snap.dim), dtype=np.float32)
+    bases = np.array([e.base for e in snap.segments], dtype=np.int64)
+    seg = np.searchsorted(bases, docs, side="right") - 1
+    for i, (d, s) in enumerate(zip(docs.tolist(), seg.tolist())):
+        entry = snap.segments[s]
+        out[i] = entry.segment.embeddings[d - entry.base]
+    return out
+
+
+def feedback_query(snap: Snapshot, qvec: np.ndarray, top: list[int]) -> tuple[np.ndarray, list[int]]:
+    """The feedback vector: ``qvec`` plus ``FEEDBACK_WEIGHT`` x the mean embedding of ``top`` (the
+    first documents of a first fusion, ``fusion.fused_order``), normalized; and those documents.
+    Returns ``qvec`` itself when ``top`` is empty."""
+    if not top:
+        return qvec, []
+    q = np.asarray(qvec, dtype=np.float32) + np.float32(FEEDBACK_WEIGHT) * doc_vectors(snap, np.array(top)).mean(axis=0)
+    norm = float(np.linalg.norm(q))
+    return (q / norm if norm > 0 else np.asarray(qvec, dtype=np.float32)).astype(np.float32), top
+
+
+def cosines(snap: Snapshot, docs: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+    """Exact float32 cosine of each of ``docs`` (global ids, any order) with ``qvec``."""
+    docs = np.asarray(docs, dtype=np.int64)
+    order = np.argsort(docs, kind="stable")
+    ids = docs[order]
+    got = np.empty(len(ids), dtype=np.float32)
+    starts = np.searchsorted(ids, [e.base for e in snap.segments] + [snap.n_docs])
+    q = np.ascontiguousarray(qvec, dtype=np.float32)
+    for i, entry in enumerate(snap.segments):
+        a, b = starts[i], starts[i + 1]
+        if b > a:
+            rescore_exact(entry.segment.embeddings, ids[a:b] - entry.base, q, got[a:b])
+    out = np.empty(len(docs), dtype=np.float32)
+    out[order] = got
+    return out
+
+
+def tag_order(
+    snap: Snapshot, tag_docs: np.ndarray, tag_scores: np.ndarray, dates: np.ndarray, qvec: np.ndarray | None, rank: str,
+) -> np.ndarray:
+    """Indices into ``tag_docs`` in tag-leg order. ``dates``: theirs as float64 (``-inf`` undated).
+
+    ``"lexical"``: BM25 (``tag_scores``) descending, then date, then the later-ingested first.
+    ``"fused"`` with a question vector: ``1/(60 + lexical rank) + 1/(60 + cosine rank)``
+    descending (cosine rank: cosine descending, the later-ingested first), then the later-ingested.
+    """
+    lexical = np.lexsort((-tag_docs, -dates, -np.asarray(tag_scores, dtype=np.float64)))
+    if rank == "lexical" or qvec is None or len(tag_docs) < 2:
+        return lexical
+    n = len(tag_docs)
+    by_cos = np.lexsort((-tag_docs, -cosines(snap, tag_docs, qvec).astype(np.float64)))
+    place = np.empty(n, dtype=np.float64)
+    score = np.zeros(n, dtype=np.float64)
+    for order in (lexical, by_cos):
+        place[order] = np.arange(n, dtype=np.float64)
+        score += 1.0 / (TAG_RRF_C + place)
+    return np.lexsort((-tag_docs, -score))

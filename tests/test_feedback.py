@@ -1,0 +1,113 @@
+"""Feedback (the vector leg's second scan) and the tag leg's fused order (engine/feedback.py),
+against numpy brute force over the stored vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mempp
+
+DIM = 16
+AUTHORS = ["Ann Lee", "Bo Park", "Cy Diaz"]
+WORDS = "budget region payments cluster lunch weather runbook outage policy vendor".split()
+
+
+def _build(path, seed: int, n: int = 60):
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    docs = [
+        {
+            "id": f"d{i}",
+            "text": " ".join(rng.choice(WORDS, size=int(rng.integers(2, 7)))) + f" note {i}",
+            "author": AUTHORS[int(rng.integers(0, 3))],
+            "date": f"2023-{1 + i % 12:02d}-{1 + i % 27:02d}",
+        }
+        for i in range(n)
+    ]
+    store = mempp.Store.open(path, embedder=mempp.HashEmbedder(DIM))
+    store.add(docs[: n // 2], embeddings=vecs[: n // 2])
+    store.add(docs[n // 2 :], embeddings=vecs[n // 2 :])  # two segments: the vectors are read across both
+    return store, vecs
+
+
+def _unit(v):
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _leg(hits_table, leg):
+    """Doc ids by their rank in one leg (from a query_batch table of one query)."""
+    rows = [(r, d) for r, d in zip(hits_table[f"rank_{leg}"].to_pylist(), hits_table["doc_id"].to_pylist()) if r is not None]
+    return [d for _, d in sorted(rows)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["budget payments", "runbook outage vendor", "lunch"]), st.integers(1, 5))
+def test_feedback_vector_leg_equals_brute_force(tmp_path_factory, seed, question, n_feedback):
+    """The vector leg with feedback ranks by cosine to unit(q + mean of the first fused documents'
+    vectors), where the first fusion is the same query's with feedback off."""
+    store, vecs = _build(tmp_path_factory.mktemp("fb") / "s", seed)
+    rng = np.random.default_rng(seed + 1)
+    q = _unit(rng.standard_normal(DIM))
+    n = len(vecs)
+    common = dict(k=n, reserve=False, siblings=0, context=(), depth=20)
+    with store:
+        first = store.query_batch([question], embeddings=q[None, :], **common, feedback=0)
+        fused = first["doc_id"].to_pylist()  # the first fusion's order (no reserve, no thread stage)
+        got = store.query_batch([question], embeddings=q[None, :], **common, feedback=n_feedback)
+        fvec = _unit(q + vecs[fused[:n_feedback]].mean(axis=0))
+        scores = vecs @ fvec
+        want = sorted(range(n), key=lambda d: (-scores[d], -d))[:20]
+        assert _leg(got, "vector") == want
+        assert _leg(first, "vector") == sorted(range(n), key=lambda d: (-(vecs @ q)[d], -d))[:20]
+        # explain() names the documents the feedback used
+        plan = store.explain(question, embedding=q, **{k: v for k, v in common.items() if k != "k"}, k=5, feedback=n_feedback)
+        assert plan.legs["vector"]["feedback"] == fused[:n_feedback]
+
+
+def test_tag_rank_fused_against_a_model(tmp_path):
+    """Tag leg "fused": RRF (c = 60) of its "lexical" order and of cosine order, ties to the later-ingested."""
+    store, vecs = _build(tmp_path / "s", 7, n=80)
+    q = _unit(np.arange(DIM, dtype=np.float32) - 7.5)
+    common = dict(k=80, reserve=False, siblings=0, context=(), depth=80, feedback=0)
+    text = ["what did Bo Park say about the budget?"]
+    with store:
+        lexical = _leg(store.query_batch(text, embeddings=q[None, :], **common, tag_rank="lexical"), "tag")
+        fused = _leg(store.query_batch(text, embeddings=q[None, :], **common, tag_rank="fused"), "tag")
+        # with the vector leg off the question has no vector: the tag leg keeps the lexical order
+        assert _leg(store.query_batch(text, embeddings=q[None, :], **common, legs=["tag"]), "tag") == lexical
+    assert sorted(lexical) == sorted(fused) and len(lexical) > 10
+    cos = vecs @ q
+    by_cos = sorted(lexical, key=lambda d: (-cos[d], -d))
+    score = {d: 1 / (60 + lexical.index(d)) + 1 / (60 + by_cos.index(d)) for d in lexical}
+    assert fused == sorted(lexical, key=lambda d: (-score[d], -d))
+    assert fused != lexical
+
+
+def test_feedback_off_without_a_question_vector(tmp_path):
+    """A store queried with the vector leg off, or a blank question, runs no feedback."""
+    store, vecs = _build(tmp_path / "s", 3)
+    with store:
+        for kwargs in ({"legs": ["lexical", "tag"]},):
+            plan = store.explain("budget payments", k=5, **kwargs)
+            assert "feedback" not in plan.legs["vector"]
+        assert store.query("   ", k=5) == [] or len(store.query("   ", k=5)) == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_feedback_refuses_bad_values(tmp_path, bad):
+    store, _ = _build(tmp_path / "s", 1, n=10)
+    with store, pytest.raises(mempp.ValidationError) as e:
+        store.query("budget", feedback=bad)
+    assert e.value.field == "feedback"
+
+
+def test_tag_rank_refuses_unknown(tmp_path):
+    store, _ = _build(tmp_path / "s", 1, n=10)
+    with store, pytest.raises(mempp.ValidationError) as e:
+        store.query("budget", tag_rank="date")
+    assert e.value.field == "tag_rank"

@@ -104,7 +104,10 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default, thread stage and context off": ("default", {"siblings": 0, "context": ()}),
     "default, reserve off": ("default", {"reserve": False}),
     "default, the paper's reserve rule": ("default", {"reserve_rule": "paper"}),
-    "previous default (before issue 18)": ("default", {"siblings": 0, "reserve_rule": "paper", "depth": 50}),
+    "default, feedback off": ("default", {"feedback": 0}),
+    "default, tag leg in lexical order": ("default", {"tag_rank": "lexical"}),
+    "default, feedback off and tag leg in lexical order": ("default", {"feedback": 0, "tag_rank": "lexical"}),
+    "previous default (before issue 18)": ("default", {"siblings": 0, "reserve_rule": "paper", "depth": 50, "feedback": 0, "tag_rank": "lexical"}),
 }
 
 

@@ -207,7 +207,7 @@ def org_queries(rng, oracle, n_docs, count):
 def ask(s, q, as_of, authors, threads, mode, k=10, depth=50):
     return s.query(
         "", embedding=q, as_of=None if as_of is None else str(ORG_DAY0 + as_of), k=k, depth=depth, weights=(0, 0, 1),
-        reserve=False, context=(), siblings=0, vector_index=mode,
+        reserve=False, context=(), siblings=0, feedback=0, vector_index=mode,
         authors=None if authors is None else [f"Author {a}" for a in authors],
         threads=None if threads is None else [f"t{t}" for t in threads],
     )
@@ -308,7 +308,7 @@ def test_query_batch_equals_single_queries_on_an_indexed_store(org):
         as_ofs = [None if i % 4 == 0 else str(ORG_DAY0 + int(rng.integers(100, 1000))) for i in range(60)]
         differs = 0
         for mode, extra in (("ann", {"context": ()}), ("auto", {"context": (), "k": 1, "depth": 1}), ("ann", {})):
-            opts = {"k": 10, "vector_index": mode, "weights": (1, 1, 2)} | extra
+            opts = {"k": 10, "vector_index": mode, "weights": (1, 1, 2), "feedback": 0} | extra
             rows = s.query_batch(texts, np.stack(qs), as_of=as_ofs, chunk=16, **opts).to_pylist()
             for i in range(60):
                 hits = s.query(texts[i], embedding=qs[i], as_of=as_ofs[i], **opts)

@@ -72,7 +72,8 @@ def run(
     else:
         tag_scores = np.zeros(len(tag_docs), dtype=np.float64)
     if weights["tag"] and len(tag_docs):
-        # Ranked by relevance (BM25) to the question, then most recent, then latest ingested.
+        # "lexical": by BM25 for the question, then most recent, then latest ingested; "fused": that
+        # order fused with cosine (mempp.feedback.tag_order).
         raw = snap.dates[tag_docs]
         dates = np.where(raw == NAT, -np.inf, raw.astype(np.float64))
         order = tag_order(snap, tag_docs, tag_scores, dates, qvec if weights["vector"] else None, opt.tag_rank)

@@ -34,6 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from mempp.embedder import DEFAULT_MODEL, model_spec
+
 from .baseline import evaluate_baseline
 from .embcache import CachingEmbedder
 from .evaluate import EvalConfig, evaluate, make_embedder, preset
@@ -126,10 +128,22 @@ def parse_spec(name: str) -> tuple[str, Any]:
     return base, over
 
 
+_BASELINE_EMB: dict = {}
+
+
+def baseline_embedder(emb: Any) -> Any:
+    """The baselines' embedder: all-MiniLM-L6-v2 as issue 18 defines them, cached like ``emb``."""
+    if emb.model_id == model_spec("minilm").model_id:
+        return emb
+    if "minilm" not in _BASELINE_EMB:
+        _BASELINE_EMB["minilm"] = CachingEmbedder(make_embedder("minilm"), emb.path.parent if emb.path else None)
+    return _BASELINE_EMB["minilm"]
+
+
 def run_config(name: str, docs: Path, questions: Path, ks: Sequence[int], emb: Any, embedder_name: str, spec=None) -> dict:
     base, over = spec or parse_spec(name)
     if base == "baseline":
-        return evaluate_baseline(docs, questions, over, ks, embedder=emb)
+        return evaluate_baseline(docs, questions, over, ks, embedder=baseline_embedder(emb))
     import mempp.threads
 
     knobs = {k[1:]: v for k, v in over.items() if k.startswith("@")}  # module constants of mempp.threads, for sweeps
@@ -176,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mempp.bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="/work/data-extra", help="where prepare writes the splits (outside the repository)")
     p.add_argument("--cache", default="/work/cache-quality", help="embedding cache folder ('' for none)")
-    p.add_argument("--embedder", default="minilm")
+    p.add_argument("--embedder", default=model_spec(DEFAULT_MODEL).alias, help="a shipped model (default: mempp's)")
     p.add_argument("--no-save", action="store_true", help="read the cache but never write it (another run is filling it)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("prepare")

@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
     )
     p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
-                   help=f"embedding model: minilm, bge-small (or their full names; default {DEFAULT_ALIAS}); hash: model-free, for quick runs")
+                   help=f"embedding model: minilm, bge-small (or their full names; default {DEFAULT_ALIAS}, minilm for --baseline); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
         "--baseline", choices=("bm25", "rrf-siblings"), default=None,
@@ -545,7 +545,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         from mempp.bench.baseline import evaluate_baseline
 
-        report = evaluate_baseline(args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder, ranked_out=args.ranked_out)
+        # the baselines are defined with all-MiniLM-L6-v2 (issue 18), whatever mempp's default model
+        report = evaluate_baseline(
+            args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder or "minilm", ranked_out=args.ranked_out
+        )
         print(json.dumps(report) if args.json else format_report(report))
         return 0
     cfg = preset(

@@ -246,7 +246,7 @@ def embed(
     ``source``: JSON Lines files (parsed by this process into document tables: ``mempp.tables``),
     Parquet files or directories (read by the workers), or an Arrow table of documents.
     ``store``: a store (path or ``Store``) whose model, ``embed_template`` and ``window_stride``
-    to use (default: a new store's: all-MiniLM-L6-v2, the text alone, no windows); ``index`` and
+    to use (default: a new store's: bge-small-en-v1.5, the text alone, no windows); ``index`` and
     ``model`` (an embedder description) instead of a store. With a ``window_stride`` the rows also
     get ``embedding_windows`` (each document's window vectors; ``Store.add`` stores them).
     ``num_workers``: embedding actors (default: the cluster's CPUs over ``cpus_per_worker``, or

@@ -112,8 +112,8 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (MINILM, BGE_SMALL)}
 
 # The model of a new store (and of OnnxEmbedder() without a model): the one line to change
 # to switch mempp's default. Existing stores keep the model recorded in their manifest.
-# bge-small-en-v1.5: measured ahead of all-MiniLM-L6-v2 with the default ranking on the tuning
-# splits and on every report corpus, faster to ingest, the same query latency (docs/quality.md).
+# bge-small-en-v1.5: measured ahead of all-MiniLM-L6-v2 (or level) with the default ranking on the
+# tuning splits and on every report corpus, for about 0.6 ms more per query (docs/quality.md).
 DEFAULT_MODEL = BGE_SMALL.name
 
 DEFAULT_MODEL_ID = MODELS[DEFAULT_MODEL].model_id

@@ -21,17 +21,18 @@ Both were chosen on the tuning splits only (LoCoMo's tuning half, org generator 
 applies: the tag leg keeps the lexical order and no feedback runs.
 
 Owns :func:`feedback_query` and :func:`tag_order`. Reads document embeddings through the
-snapshot's segments.
+snapshot's segments, and scores them with the vector leg's exact rescore.
 
-Never imports: candidates, lexical, tags, vector, vector_batch, fusion, planner, threads, store, reads.
+Never imports: candidates, lexical, tags, vector_batch, fusion, planner, threads, store, reads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mempp.kernels import rescore_exact
 from mempp.storage import Snapshot
+
+from .vector import _rescore
 
 FEEDBACK_WEIGHT = 1.0  # the documents' mean vector is added with this weight to the (unit) question vector
 TAG_RRF_C = 60
@@ -40,13 +41,10 @@ TAG_RANKS = ("fused", "lexical")
 
 def doc_vectors(snap: Snapshot, docs: np.ndarray) -> np.ndarray:
     """The stored (first-window) embeddings of ``docs`` (global doc ids), float32, in the order given."""
-    docs = np.asarray(docs, dtype=np.int64)
     out = np.empty((len(docs), snap.dim), dtype=np.float32)
-    bases = np.array([e.base for e in snap.segments], dtype=np.int64)
-    seg = np.searchsorted(bases, docs, side="right") - 1
-    for i, (d, s) in enumerate(zip(docs.tolist(), seg.tolist())):
-        entry = snap.segments[s]
-        out[i] = entry.segment.embeddings[d - entry.base]
+    for i, d in enumerate(np.asarray(docs, dtype=np.int64).tolist()):
+        entry, row = snap.locate(d)
+        out[i] = entry.segment.embeddings[row]
     return out
 
 
@@ -65,16 +63,8 @@ def cosines(snap: Snapshot, docs: np.ndarray, qvec: np.ndarray) -> np.ndarray:
     """Exact float32 cosine of each of ``docs`` (global ids, any order) with ``qvec``."""
     docs = np.asarray(docs, dtype=np.int64)
     order = np.argsort(docs, kind="stable")
-    ids = docs[order]
-    got = np.empty(len(ids), dtype=np.float32)
-    starts = np.searchsorted(ids, [e.base for e in snap.segments] + [snap.n_docs])
-    q = np.ascontiguousarray(qvec, dtype=np.float32)
-    for i, entry in enumerate(snap.segments):
-        a, b = starts[i], starts[i + 1]
-        if b > a:
-            rescore_exact(entry.segment.embeddings, ids[a:b] - entry.base, q, got[a:b])
     out = np.empty(len(docs), dtype=np.float32)
-    out[order] = got
+    out[order] = _rescore(snap, docs[order], np.ascontiguousarray(qvec, dtype=np.float32))
     return out
 
 

@@ -84,7 +84,7 @@ READ_PATH_STAGES = {
     "vector": {"candidates", "options"},
     "vector_batch": {"candidates", "options", "vector"},
     "threads": {"lexical"},  # after fusion: the thread stage and the reserve's rule (BM25 scores of a few documents)
-    "feedback": set(),  # after a first fusion: the feedback vector from stored vectors; the tag leg's order
+    "feedback": {"vector"},  # after a first fusion: the feedback vector from stored vectors; the tag leg's order (the exact rescore)
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import mempp
 from mempp.config import (
-    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, DEFAULT_WEIGHTS,
+    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
 )
 from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.jsonl import read_jsonl
@@ -34,7 +34,7 @@ from mempp.progress import ProgressBar
 @dataclass(frozen=True)
 class EvalConfig:
     ks: tuple[int, ...] = (10, 50)
-    weights: tuple[float, float, float] = DEFAULT_WEIGHTS
+    weights: tuple[float, float, float] | None = None  # None: the store's default (2,1,1 up to k = 15, 1,1,1 above)
     depth: int | None = None  # None: the store's default (50, or 2k above k = 25)
     reserve: bool = True
     legs: tuple[str, ...] | None = None
@@ -150,7 +150,7 @@ def evaluate(
                     timing["ingest_s"] += time.perf_counter() - t
                     qs = q_groups.get(scope, [])
                     t = time.perf_counter()
-                    vecs = embed_queries(embedder, [q["text"] for q in qs]) if qs and config.weights[2] else None
+                    vecs = embed_queries(embedder, [q["text"] for q in qs]) if qs and (config.weights is None or config.weights[2]) else None
                     for j, q in enumerate(qs):
                         answers: dict[int, list[str]] = {}
                         for k in config.ks:  # one query per k: the reserve makes a k-answer more than a prefix
@@ -212,7 +212,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"baseline={cfg['baseline']} embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s")
         return "\n".join(lines)
     lines.append(
-        f"weights={cfg['weights']} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
+        f"weights={cfg['weights'] or 'by k'} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
         f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "

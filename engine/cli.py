@@ -20,7 +20,6 @@ from typing import Sequence
 
 from .config import (
     DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
-    DEFAULT_WEIGHTS,
 )
 from .feedback import TAG_RANKS
 from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
@@ -91,7 +90,8 @@ def _embedder(name: str | None):
 def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """Query-time ranking switches; with ``defaults=False`` unset ones stay None (a preset fills them)."""
     d = (lambda v: v) if defaults else (lambda v: None)
-    p.add_argument("--weights", type=_weights, default=d(DEFAULT_WEIGHTS), help="lexical,tag,vector fusion weights (default 2,1,1)")
+    p.add_argument("--weights", type=_weights, default=None,
+                   help="lexical,tag,vector fusion weights (default 2,1,1 for k up to 15, 1,1,1 above)")
     p.add_argument("--depth", type=int, default=None, help=f"candidates per leg (default {DEFAULT_DEPTH}, or 2k above k = 25)")
     p.add_argument("--no-reserve", action="store_const", const=True, default=d(False), help="no latest-date reserve slots")
     p.add_argument("--legs", type=_legs, default=None, help="legs to run, e.g. lexical,vector (default all)")

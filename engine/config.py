@@ -21,7 +21,20 @@ TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
 # Query defaults, chosen by measurement (README, "Retrieval quality"): on LoCoMo and on our
 # organizational benchmark both, lexical-heavy fusion with thread context ("max" mode) beats
 # the paper's weights 1,1,4 (`mempp eval --preset paper` keeps those).
-DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector
+DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector: answers of at most RECALL_K documents (weights=None)
+RECALL_WEIGHTS = (1.0, 1.0, 1.0)  # answers of more than RECALL_K documents (weights=None): the legs count alike
+RECALL_K = 15  # above this k the default weights are RECALL_WEIGHTS (see docs/quality.md, "weights follow k")
+
+
+def default_weights(k: int) -> tuple[float, float, float]:
+    """The fusion weights a query for ``k`` documents gets when it names none.
+
+    Doubling the lexical leg puts exact matches in the first slots (LoCoMo's adversarial questions
+    name the very words of their evidence); an answer of more than ``RECALL_K`` documents has room
+    for them anyway, and there the legs weighted alike find more of the evidence that shares few
+    words with the question (chosen on the tuning splits: docs/quality.md).
+    """
+    return DEFAULT_WEIGHTS if k <= RECALL_K else RECALL_WEIGHTS
 DEFAULT_DEPTH = 50  # candidates per leg; a query for more than 25 documents gets 2k (depth=None, the default)
 DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"

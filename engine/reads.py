@@ -19,7 +19,7 @@ from mempp.storage import Snapshot
 
 from .config import (
     DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
-    DEFAULT_WEIGHTS,
+    default_weights,
 )
 from .feedback import TAG_RANKS
 from .threads import RESERVE_RULES
@@ -70,6 +70,8 @@ class ReadPath:
             raise ValidationError(f"expected an integer >= 0, got {k!r}", field="k")
         if depth is None:
             depth = max(DEFAULT_DEPTH, 2 * int(k))  # each leg returns enough for the answer's size
+        if weights is None:
+            weights = default_weights(int(k))  # 2,1,1 for a short answer, 1,1,1 for a long one
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValidationError(f"expected an integer >= 1, got {depth!r}", field="depth")
         if isinstance(weights, dict):
@@ -142,7 +144,7 @@ class ReadPath:
         channels: Sequence[str] | str | None = None,
         date_from: Any = None,
         date_to: Any = None,
-        weights: Sequence[float] | dict[str, float] = DEFAULT_WEIGHTS,
+        weights: Sequence[float] | dict[str, float] | None = None,
         depth: int | None = None,
         reserve: bool = True,
         legs: Iterable[str] | None = None,
@@ -160,8 +162,9 @@ class ReadPath:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
         ``as_of``: ISO date/datetime (a date alone means the end of that day); None means now.
-        ``weights``: (lexical, tag, vector) or a dict (default 2, 1, 1; the paper's is 1, 1, 4);
-        a weight of 0 (or a leg left out of ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
+        ``weights``: (lexical, tag, vector) or a dict; None (default): 2, 1, 1 for k up to 15 and
+        1, 1, 1 above (``mempp.config.default_weights``; the paper's is 1, 1, 4); a weight of 0
+        (or a leg left out of ``legs``) skips that leg. ``embedding``: a precomputed query vector skips the embedder.
         A blank ``text`` (empty or whitespace only) is not embedded: it has no words and no
         vector to rank by, so it gets no hits unless ``embedding`` is given (then the vector
         leg ranks by that). :meth:`query_batch` follows the same rule.
@@ -385,7 +388,7 @@ class ReadPath:
         return out
 
     def _query_options(
-        self, *, as_of: Any, k: int = 10, weights: Any = DEFAULT_WEIGHTS, depth: Any = None, reserve: bool = True,
+        self, *, as_of: Any, k: int = 10, weights: Any = None, depth: Any = None, reserve: bool = True,
         legs: Any = None, authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None,
         date_to: Any = None, context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: str = DEFAULT_CONTEXT_MODE,
         vector_index: str = "auto", siblings: Any = DEFAULT_SIBLINGS, reserve_rule: str = DEFAULT_RESERVE_RULE,

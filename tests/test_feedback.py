@@ -64,8 +64,8 @@ def test_feedback_vector_leg_equals_brute_force(tmp_path_factory, seed, question
         want = sorted(range(n), key=lambda d: (-scores[d], -d))[:20]
         assert _leg(got, "vector") == want
         assert _leg(first, "vector") == sorted(range(n), key=lambda d: (-(vecs @ q)[d], -d))[:20]
-        # explain() names the documents the feedback used
-        plan = store.explain(question, embedding=q, **{k: v for k, v in common.items() if k != "k"}, k=5, feedback=n_feedback)
+        # explain() names the documents the feedback used (the same k: the default weights follow it)
+        plan = store.explain(question, embedding=q, **common, feedback=n_feedback)
         assert plan.legs["vector"]["feedback"] == fused[:n_feedback]
 
 

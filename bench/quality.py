@@ -109,7 +109,8 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default, feedback off": ("default", {"feedback": 0}),
     "default, tag leg in lexical order": ("default", {"tag_rank": "lexical"}),
     "default, feedback off and tag leg in lexical order": ("default", {"feedback": 0, "tag_rank": "lexical"}),
-    "previous default (before issue 18)": ("default", {"siblings": 0, "reserve_rule": "paper", "depth": 50, "feedback": 0, "tag_rank": "lexical"}),
+    "default, weights 2,1,1 at every k": ("default", {"weights": (2.0, 1.0, 1.0)}),
+    "previous default (before issue 18)": ("default", {"weights": (2.0, 1.0, 1.0), "siblings": 0, "reserve_rule": "paper", "depth": 50, "feedback": 0, "tag_rank": "lexical"}),
 }
 
 

@@ -12,6 +12,8 @@ Never imports: store, reads, cli, mempp.bench.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
@@ -31,7 +33,7 @@ from .vector_batch import BATCH_BLOCK, BATCH_KEEP_BASE, BATCH_KEEP_PER_CANDIDATE
 __all__ = [
     "B", "BACKGROUND_INDEX_DOCS", "BATCH_BLOCK", "BATCH_KEEP_BASE", "BATCH_KEEP_PER_CANDIDATES", "K1", "KEEP_PER_CANDIDATES",
     "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
-    "exact_cost_ms", "int8_keep", "lexical_leg", "run", "tag_leg", "valid_index", "vector_leg", "vector_legs",
+    "exact_cost_ms", "int8_keep", "lexical_leg", "run", "run_feedback", "text_legs", "tag_leg", "valid_index", "vector_leg", "vector_legs",
 ]
 
 
@@ -119,3 +121,58 @@ def run(
         "timings_ms": timings,
     }
     return chosen, fused, ranked_lists, details
+
+
+def text_legs(
+    snap: Snapshot, question: str, opt: QueryOptions, matcher: NameMatcher, mask: np.ndarray, n_cand: int,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """The tag leg's documents and the lexical leg's ``(ranking, tag documents' BM25)`` as :func:`run`
+    computes them (None where it would run no lexical leg), for callers that run it twice."""
+    weights = dict(zip(LEGS, opt.weights))
+    codes = matcher.match(question) if weights["tag"] and question else []
+    tag_docs = tag_leg(snap, codes, mask) if codes and n_cand else np.zeros(0, dtype=np.int64)
+    lexical = None
+    if (weights["lexical"] or len(tag_docs)) and n_cand and question:
+        lexical = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, {})
+    return tag_docs, lexical
+
+
+def run_feedback(
+    snap: Snapshot, questions: Sequence[str], qvecs: Sequence[np.ndarray | None], opts: Sequence[QueryOptions],
+    matcher: NameMatcher, masks: np.ndarray, counts: np.ndarray, vector: list,
+) -> tuple[list, list[bool], list]:
+    """Feedback (``mempp.feedback``) for a batch, its second scan batched as the first is.
+
+    For each query with feedback on, a question vector and a batched first vector ranking
+    (``vector[j]``): its text legs (:func:`text_legs`), the first fusion :func:`run` would make,
+    and the feedback vector; then one :func:`vector_legs` call scans all those vectors. Returns
+    the vector rankings (refined where that scan answered), which queries were refined (give
+    ``refined=`` to :func:`run`; the others run their own feedback, as one query does), and each
+    query's ``(tag_docs, lexical)`` or None, for :func:`run` to reuse.
+    """
+    n = len(opts)
+    refined = [False] * n
+    legs: list = [None] * n
+    todo: list[int] = []
+    fvecs: list[np.ndarray] = []
+    for j, opt in enumerate(opts):
+        if not (opt.feedback and opt.weights[2] and qvecs[j] is not None and vector[j] is not None):
+            continue
+        tag_docs, lexical = legs[j] = text_legs(snap, questions[j], opt, matcher, masks[j], int(counts[j]))
+        first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
+        _, fused, _, _ = run(
+            snap, questions[j], qvecs[j], first, matcher, mask=masks[j], vector=vector[j], n_cand=int(counts[j]),
+            tag_docs=tag_docs, lexical=lexical,
+        )
+        fvec, used = feedback_query(snap, qvecs[j], fused_order(fused)[: opt.feedback])
+        if used:
+            todo.append(j)
+            fvecs.append(fvec)
+    if todo:
+        sub = masks if len(todo) == len(masks) else masks[todo]
+        again = vector_legs(snap, np.stack(fvecs), sub, [opts[j] for j in todo], np.asarray(counts)[todo])
+        vector = list(vector)
+        for i, j in enumerate(todo):
+            if again[i] is not None:  # None: answered alone (an ANN search); run() then runs its own feedback
+                vector[j], refined[j] = again[i], True
+    return vector, refined, legs

@@ -27,7 +27,7 @@ from .dates import from_us, to_us
 from .embedder import embed_queries
 from .errors import ValidationError
 from .ingest import check_vector
-from .planner import NameMatcher, QueryOptions, candidate_mask, run, vector_legs
+from .planner import NameMatcher, QueryOptions, candidate_mask, run, run_feedback, vector_legs
 from .qdates import question_as_of
 from .types import LEGS, Hit, Hits, Plan
 
@@ -344,10 +344,16 @@ class ReadPath:
                 counts = np.array([np.count_nonzero(row) for row in masks], dtype=np.int64)
                 popts = [opts[i] for i in part]
                 vec_rank = vector_legs(snap, qv, masks, popts, counts) if qv is not None else [None] * len(part)
+                qvecs = [None if qv is None or blank[j] else qv[j] for j in range(len(part))]
+                ptexts = [texts[qi] for qi in part]
+                refined, legs = [False] * len(part), [None] * len(part)
+                if qv is not None and popts[0].feedback:  # the second scan batched too (planner.run_feedback)
+                    vec_rank, refined, legs = run_feedback(snap, ptexts, qvecs, popts, matcher, masks, counts, vec_rank)
                 for j, qi in enumerate(part):
+                    tag_docs, lexical = legs[j] or (None, None)
                     chosen, fused, rankings, _ = run(
-                        snap, texts[qi], None if qv is None or blank[j] else qv[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j],
-                        n_cand=int(counts[j]),
+                        snap, ptexts[j], qvecs[j], opts[qi], matcher, mask=masks[j], vector=vec_rank[j], n_cand=int(counts[j]),
+                        tag_docs=tag_docs, lexical=lexical, refined=refined[j],
                     )
                     hit_rows(cols, qi, chosen, fused, rankings)
                 cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))

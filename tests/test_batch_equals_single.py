@@ -59,6 +59,8 @@ def query_options(draw) -> dict:
         "vector_index": st.sampled_from(("auto", "exact", "ann")),
         "siblings": st.sampled_from((0, 1, 3, 8, 100)),
         "reserve_rule": st.sampled_from(("relevant", "paper")),
+        "feedback": st.sampled_from((0, 1, 3, 10)),
+        "tag_rank": st.sampled_from(("fused", "lexical")),
     }
     filters = {
         "authors": names(AUTHORS),

@@ -24,6 +24,13 @@ TEMPLATE_FIELDS = {"text", "author", "date", "thread", "channel", "source"}
 DEFAULT_WEIGHTS = (2.0, 1.0, 1.0)  # lexical, tag, vector: answers of at most RECALL_K documents (weights=None)
 RECALL_WEIGHTS = (1.0, 1.0, 1.0)  # answers of more than RECALL_K documents (weights=None): the legs count alike
 RECALL_K = 15  # above this k the default weights are RECALL_WEIGHTS (see docs/quality.md, "weights follow k")
+DEFAULT_DEPTH = 50  # candidates per leg; a query for more than 25 documents gets 2k (depth=None, the default)
+DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
+DEFAULT_CONTEXT_MODE = "max"
+DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
+DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
+DEFAULT_FEEDBACK = 3  # vector leg: the question's vector plus the mean of the first fused documents' (mempp.feedback); 0: off
+DEFAULT_TAG_RANK = "fused"  # tag leg: its documents by BM25-then-date fused with their cosine (mempp.feedback); "lexical": BM25 then date
 
 
 def default_weights(k: int) -> tuple[float, float, float]:
@@ -35,13 +42,6 @@ def default_weights(k: int) -> tuple[float, float, float]:
     words with the question (chosen on the tuning splits: docs/quality.md).
     """
     return DEFAULT_WEIGHTS if k <= RECALL_K else RECALL_WEIGHTS
-DEFAULT_DEPTH = 50  # candidates per leg; a query for more than 25 documents gets 2k (depth=None, the default)
-DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
-DEFAULT_CONTEXT_MODE = "max"
-DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
-DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
-DEFAULT_FEEDBACK = 3  # vector leg: the question's vector plus the mean of the first fused documents' (mempp.feedback); 0: off
-DEFAULT_TAG_RANK = "fused"  # tag leg: its documents by BM25-then-date fused with their cosine (mempp.feedback); "lexical": BM25 then date
 
 
 @dataclass(frozen=True)

@@ -58,9 +58,7 @@ from mempp.storage import StoreError
 from .errors import ValidationError
 from .lexical import query_terms
 from .options import QueryOptions, context_scale
-from .feedback import feedback_query
-from .fusion import fused_order
-from .planner import run
+from .planner import feedback_vector, run
 from .reads import _BATCH_SCHEMA, batch_columns, hit_rows
 from .shards import PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, _top
 
@@ -274,13 +272,11 @@ class Driver:
         for j, opt in enumerate(opts):
             if not (opt.feedback and has_vec[j] and vector[j] is not None and opt.weights[2]):
                 continue
-            first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
             lex = lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j])))
-            _, fused, _, _ = run(
-                self.snap, texts[j], qvecs[j], first, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j], lexical=lex,
+            fvec, used = feedback_vector(
+                self.snap, texts[j], qvecs[j], opt, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j], lexical=lex,
                 vector=vector[j], mask=self._mask,
             )
-            fvec, used = feedback_query(self.snap, qvecs[j], fused_order(fused)[: opt.feedback])
             if not used:
                 continue
             todo.append(j)

@@ -33,7 +33,7 @@ from .vector_batch import BATCH_BLOCK, BATCH_KEEP_BASE, BATCH_KEEP_PER_CANDIDATE
 __all__ = [
     "B", "BACKGROUND_INDEX_DOCS", "BATCH_BLOCK", "BATCH_KEEP_BASE", "BATCH_KEEP_PER_CANDIDATES", "K1", "KEEP_PER_CANDIDATES",
     "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
-    "exact_cost_ms", "int8_keep", "lexical_leg", "run", "run_feedback", "text_legs", "tag_leg", "valid_index", "vector_leg", "vector_legs",
+    "exact_cost_ms", "feedback_vector", "int8_keep", "lexical_leg", "run", "run_feedback", "text_legs", "tag_leg", "valid_index", "vector_leg", "vector_legs",
 ]
 
 
@@ -137,6 +137,20 @@ def text_legs(
     return tag_docs, lexical
 
 
+def feedback_vector(
+    snap: Snapshot, question: str, qvec: np.ndarray, opt: QueryOptions, matcher: NameMatcher, *, mask: np.ndarray | None,
+    vector: np.ndarray, n_cand: int, tag_docs: np.ndarray, lexical: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, list[int]]:
+    """Feedback's vector and the documents it used (``feedback.feedback_query``), from the first
+    fusion :func:`run` makes of the given legs (no thread stage, no reserve), for callers that
+    scan the vector leg again themselves (a batch, the shards)."""
+    first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
+    _, fused, _, _ = run(
+        snap, question, qvec, first, matcher, mask=mask, vector=vector, n_cand=n_cand, tag_docs=tag_docs, lexical=lexical,
+    )
+    return feedback_query(snap, qvec, fused_order(fused)[: opt.feedback])
+
+
 def run_feedback(
     snap: Snapshot, questions: Sequence[str], qvecs: Sequence[np.ndarray | None], opts: Sequence[QueryOptions],
     matcher: NameMatcher, masks: np.ndarray, counts: np.ndarray, vector: list,
@@ -159,12 +173,10 @@ def run_feedback(
         if not (opt.feedback and opt.weights[2] and qvecs[j] is not None and vector[j] is not None):
             continue
         tag_docs, lexical = legs[j] = text_legs(snap, questions[j], opt, matcher, masks[j], int(counts[j]))
-        first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
-        _, fused, _, _ = run(
-            snap, questions[j], qvecs[j], first, matcher, mask=masks[j], vector=vector[j], n_cand=int(counts[j]),
+        fvec, used = feedback_vector(
+            snap, questions[j], qvecs[j], opt, matcher, mask=masks[j], vector=vector[j], n_cand=int(counts[j]),
             tag_docs=tag_docs, lexical=lexical,
         )
-        fvec, used = feedback_query(snap, qvecs[j], fused_order(fused)[: opt.feedback])
         if used:
             todo.append(j)
             fvecs.append(fvec)

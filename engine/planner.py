@@ -62,9 +62,9 @@ def run(
     rankings: dict[str, np.ndarray] = {}
     matched_codes = matcher.match(question) if weights["tag"] and question else []
     if tag_docs is None:
-        tag_docs = tag_leg(snap, matched_codes, mask) if matched_codes and n_cand else np.zeros(0, dtype=np.int64)
+        tag_docs = _tag_candidates(snap, matched_codes, mask, n_cand)
 
-    if (weights["lexical"] or len(tag_docs)) and n_cand and question:
+    if _runs_lexical(weights, tag_docs, n_cand, question):
         t = time.perf_counter()
         linfo: dict = {} if lexical is None else {"method": "gathered from shards"}
         lex, tag_scores = lexical if lexical is not None else lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
@@ -129,12 +129,21 @@ def text_legs(
     """The tag leg's documents and the lexical leg's ``(ranking, tag documents' BM25)`` as :func:`run`
     computes them (None where it would run no lexical leg), for callers that run it twice."""
     weights = dict(zip(LEGS, opt.weights))
-    codes = matcher.match(question) if weights["tag"] and question else []
-    tag_docs = tag_leg(snap, codes, mask) if codes and n_cand else np.zeros(0, dtype=np.int64)
+    tag_docs = _tag_candidates(snap, matcher.match(question) if weights["tag"] and question else [], mask, n_cand)
     lexical = None
-    if (weights["lexical"] or len(tag_docs)) and n_cand and question:
+    if _runs_lexical(weights, tag_docs, n_cand, question):
         lexical = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, {})
     return tag_docs, lexical
+
+
+def _tag_candidates(snap: Snapshot, codes, mask: np.ndarray | None, n_cand: int) -> np.ndarray:
+    """The tag leg's documents: the candidates by an author the question names (none without one)."""
+    return tag_leg(snap, codes, mask) if len(codes) and n_cand else np.zeros(0, dtype=np.int64)
+
+
+def _runs_lexical(weights: dict, tag_docs: np.ndarray, n_cand: int, question: str) -> bool:
+    """Whether the lexical leg runs: it ranks for its own weight and scores the tag leg's documents."""
+    return bool((weights["lexical"] or len(tag_docs)) and n_cand and question)
 
 
 def feedback_vector(

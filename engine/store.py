@@ -196,7 +196,7 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         pinned_at = version is not None or as_known_at is not None
         deadline = time.monotonic() + OPEN_RETRY_SECONDS
         while True:
-            state = None
+            tried = _pointed_version(path)  # CURRENT before the read: a file gone is a loss unless CURRENT moved
             try:
                 state = read_state(path)
                 cut = None
@@ -211,7 +211,7 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
                 snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut)
                 break
             except Vanished:
-                if time.monotonic() > deadline or not _moved(path, state):
+                if time.monotonic() > deadline or not _moved(path, tried):
                     raise
         store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
         store._on_corrupt = on_corrupt
@@ -235,7 +235,6 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             pointer = read_pointer(self.path)
             if pointer is None or pointer[0] <= self._snap.version:
                 return self._snap.version
-            state = None
             try:
                 state = read_state(self.path)
                 check_manifest_names(self.path, state)
@@ -244,7 +243,7 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
                         self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt)
                     return self._snap.version
             except Vanished:
-                if time.monotonic() > deadline or not _moved(self.path, state):
+                if time.monotonic() > deadline or not _moved(self.path, pointer[0]):
                     raise
 
     def close(self) -> None:
@@ -385,11 +384,18 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
 
 
 
-def _moved(path: Path, state) -> bool:
-    """Whether ``CURRENT`` now names another version than ``state``'s (a file found missing was then
-    removed by a writer that moved on, not lost)."""
+def _pointed_version(path: Path) -> int | None:
+    """The version ``CURRENT`` names now (None: no commit yet, or a pointer that does not read)."""
     try:
         pointer = read_pointer(path)
     except CorruptStoreError:
-        return False
-    return pointer is not None and (state is None or pointer[0] != state.version)
+        return None
+    return None if pointer is None else pointer[0]
+
+
+def _moved(path: Path, tried: int | None) -> bool:
+    """Whether ``CURRENT`` now names another version than ``tried``, the one the failed read
+    started from (a file found missing was then removed by a writer that moved on, not lost). A
+    missing file of the version ``CURRENT`` still names is lost: that raises at once."""
+    now = _pointed_version(path)
+    return now is not None and now != tried

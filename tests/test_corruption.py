@@ -162,3 +162,48 @@ def test_damaged_dictionary_fails_even_when_skipping(tmp_path):
     f.write_bytes(f.read_bytes()[:-3])
     with pytest.raises(mempp.CorruptStoreError, match="00000001.dict.arrow"):
         mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True, on_corrupt="skip")
+
+
+@pytest.mark.parametrize("what", ["manifest", "segment", "previous manifest"])
+def test_a_missing_file_of_the_current_version_fails_at_once(tmp_path, monkeypatch, what):
+    """A file gone while ``CURRENT`` stays put is lost, not merged away by a writer that moved on:
+    ``open`` and ``refresh`` raise at once naming it (they waited out the whole retry window, 60 s,
+    when the manifest itself was the file gone), and the store opens again once it is back."""
+    import threading
+
+    from mempp import store as store_module
+    from mempp.storage.manifest import read_pointer
+
+    path = _store(tmp_path)
+    reader = mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True)
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as w:
+        w.add(batch(9, long=True))
+    version, name = read_pointer(path)[:2]
+    gone = {"manifest": path / name, "segment": path / f"segments/{version:08d}.docs.arrow",
+            "previous manifest": path / f"manifests/{version - 1:08d}.json"}[what]
+    if not gone.exists():
+        pytest.skip(f"{gone.name} is not part of version {version} here")
+    kept = gone.read_bytes()
+    gone.unlink()
+    monkeypatch.setattr(store_module, "OPEN_RETRY_SECONDS", 10**6)  # a retry would never end by itself
+
+    errors: dict = {}
+
+    def attempt(name, call):
+        try:
+            call()
+        except mempp.CorruptStoreError as exc:
+            errors[name] = str(exc)
+
+    threads = [threading.Thread(target=attempt, args=("open", lambda: mempp.Store.open(path, read_only=True)), daemon=True),
+               threading.Thread(target=attempt, args=("refresh", reader.refresh), daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "open or refresh kept retrying while CURRENT stayed put"
+    assert set(errors) == {"open", "refresh"} and all(gone.name in e for e in errors.values()), errors
+    assert reader.version == version - 1  # the reader stays on the version it had
+    gone.write_bytes(kept)
+    assert reader.refresh() == version
+    reader.close()

@@ -27,7 +27,8 @@ from .errors import (
     ValidationError,
 )
 from .evidence import format_evidence
-from .store import Store
+from .store import Store, repair, verify
+from mempp.storage import StoreRecoveredWarning
 from .types import Document, Hit, Hits, Plan, Record
 from mempp.storage import Analyzer
 
@@ -51,7 +52,10 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLockedError",
+    "StoreRecoveredWarning",
     "StoreWriteError",
     "ValidationError",
     "format_evidence",
+    "repair",
+    "verify",
 ]

@@ -192,6 +192,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("versions", help="committed versions of a store")
     p.add_argument("store")
 
+    p = sub.add_parser("verify", help="check every file of every retained version against its manifest (exit 1: damaged)")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+    p = sub.add_parser(
+        "repair",
+        help="make a damaged store whole: re-point a lost CURRENT, make derived files again; sets aside, never deletes",
+    )
+    p.add_argument("store")
+    p.add_argument("--rollback", action="store_true",
+                   help="if a segment of the current version is damaged, go back to the newest whole version before it")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _wait_arg(p)
+
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
     p.add_argument("--docs", required=True, help="documents, JSON Lines in the shared/eval format (one store is built per scope)")
     p.add_argument("--questions", required=True, help="questions, JSON Lines in the shared/eval format")
@@ -536,6 +550,33 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(report: dict, as_json: bool, actions: bool = False) -> int:
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        for a in report.get("actions", []) if actions else []:
+            print(f"repair: {a}")
+        for p in report["problems"]:
+            print(f"{p['kind']}: {p['file']}: {p['problem']}")
+        state = "clean" if report["clean"] else "damaged"
+        where = f"version {report['version']}" if report["version"] is not None else "no readable CURRENT"
+        best = f"; newest whole version on disk: {report['newest_whole']}" if report.get("newest_whole") is not None else ""
+        print(f"{report['store']}: {state} ({where}, {report['files']} files checked{best})")
+    return 0 if report["clean"] else 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .store import verify
+
+    return _report(verify(args.store), args.json)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from .store import repair
+
+    return _report(repair(args.store, rollback=args.rollback, lock_timeout=args.wait), args.json, actions=True)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from mempp.bench.evaluate import evaluate, format_report, preset
 
@@ -588,14 +629,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
     "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
-    "bench": cmd_bench,
+    "bench": cmd_bench, "verify": cmd_verify, "repair": cmd_repair,
 }
+
+def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"mempp: warning: {message}", file=sys.stderr)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # its options are its own (argparse REMAINDER drops a leading --option)
         return cmd_bench(argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
+    import warnings
+
+    warnings.showwarning = _warn  # a library warning (a store read after a loss) as one line, like errors
     try:
         return COMMANDS[args.command](args)
     except (MemppError, OSError) as exc:

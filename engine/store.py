@@ -19,6 +19,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,10 @@ from mempp.storage import (
     read_state,
 )
 from mempp.storage.confine import check_is_store, check_layout, check_manifest_names, check_store_path
+from mempp.storage.errors import StoreRecoveredWarning
+from mempp.storage.recovery import disk_versions, holds_data, newest_whole
+from mempp.storage.recovery import repair as repair_store
+from mempp.storage.recovery import verify as verify_store
 from mempp.storage.fsutil import fsync_dir
 from mempp.storage.resident import Residency
 
@@ -94,6 +99,7 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         self._lock = WriterLock(path)
         self._closed = False
         self._broken: str | None = None  # set when an fsync failed: no more writes until reopened
+        self._recovered: str | None = None  # opened at the newest whole version: no writes until repaired
         self._stale = False  # a write failed: the next one reads the newest version from disk first
         self._lock_timeout: float | None = None  # seconds the first write waits for another writer's lock
         self._on_corrupt = "raise"
@@ -194,11 +200,13 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             check_is_store(path)
         check_layout(path)
         pinned_at = version is not None or as_known_at is not None
+        recovered: str | None = None
+        lost_ok = False  # with on_corrupt="skip": a missing segment (no writer's doing) is skipped too
         deadline = time.monotonic() + OPEN_RETRY_SECONDS
         while True:
             tried = _pointed_version(path)  # CURRENT before the read: a file gone is a loss unless CURRENT moved
             try:
-                state = read_state(path)
+                state, recovered = _current_state(path, tried)
                 cut = None
                 if pinned_at:
                     state, cut = pinned(path, state, version, as_known_at)
@@ -208,15 +216,22 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
                     raise StoreError(f"{path}: store was indexed with analyzer {state.meta['analyzer']}, not {analyzer.to_json()}")
                 if state is not None and index is not None and IndexConfig.from_json(state.meta.get("index")) != index:
                     raise StoreError(f"{path}: store was indexed with {state.meta.get('index')}, not {index.to_json()}")
-                snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut)
+                snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut, lost_ok=lost_ok)
                 break
             except Vanished:
-                if time.monotonic() > deadline or not _moved(path, tried):
-                    raise
+                if _moved(path, tried) and time.monotonic() <= deadline:
+                    continue
+                if on_corrupt == "skip" and not lost_ok:
+                    lost_ok = True
+                    continue
+                raise
+        if recovered is not None:
+            warnings.warn(recovered, StoreRecoveredWarning, stacklevel=2)
         store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
         store._on_corrupt = on_corrupt
         store._lock_timeout = lock_timeout
         store._pinned = pinned_at
+        store._recovered = recovered
         return store
 
     def refresh(self) -> int:
@@ -245,6 +260,13 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             except Vanished:
                 if time.monotonic() > deadline or not _moved(self.path, pointer[0]):
                     raise
+
+    def verify(self) -> dict:
+        """Check every file of every retained version against its manifest (``mempp verify``):
+        ``{"clean", "version", "files", "problems": [{"file", "problem", "kind"}], "newest_whole"}``.
+        Reads the files on disk now, whatever version this Store holds (storage/recovery.py)."""
+        self._check_open()
+        return verify_store(self.path)
 
     def close(self) -> None:
         if self._closed:
@@ -352,13 +374,16 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             if p.is_file() and not p.is_symlink():
                 size += p.stat().st_size
         valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
+        unreadable = int(np.count_nonzero(snap.valid_until == NAT)) if snap.n_docs else 0  # in skipped segments
         dated = snap.dates[snap.dates != NAT]
         return {
             "path": str(self.path),
             "version": snap.version,
-            "documents": snap.n_docs,
+            "documents": snap.n_docs - unreadable,
             "active": valid_now,
-            "superseded": snap.n_docs - valid_now,
+            "superseded": snap.n_docs - unreadable - valid_now,
+            "unreadable": unreadable,
+            "recovered": self._recovered,
             "supersessions": int(len(snap.sup_old)),
             "undated": int(snap.n_docs - len(dated)),
             "first_date": from_us(int(dated.min())).isoformat() if len(dated) else None,
@@ -384,6 +409,32 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
 
 
 
+def _current_state(path: Path, tried: int | None):
+    """(state, None) of the version ``CURRENT`` names; or, when ``CURRENT`` or a version file of
+    its chain is lost or damaged, (the newest whole version on disk, why: the warning to give).
+    A directory whose leftovers hold no version file (a first commit interrupted before it wrote
+    one) reads as a store with no commit; its writer sets them aside. A ``Vanished`` file while
+    ``CURRENT`` moves is a writer's doing: raised for the caller to retry."""
+    try:
+        state = read_state(path)
+        if state is not None or not holds_data(path):
+            return state, None
+        problem = CorruptStoreError(str(path / "CURRENT"), "missing, while the store holds version files or segments")
+    except CorruptStoreError as exc:
+        if isinstance(exc, Vanished) and _moved(path, tried):
+            raise
+        problem = exc
+    found, _ = newest_whole(path)
+    if found is None:
+        if not disk_versions(path) and not (path / "CURRENT").exists():
+            return None, None
+        raise problem
+    return found, (
+        f"{problem}; reading version {found.version}, the newest whole version on disk; "
+        f"writes are refused until `mempp repair {path}` re-points the store"
+    )
+
+
 def _pointed_version(path: Path) -> int | None:
     """The version ``CURRENT`` names now (None: no commit yet, or a pointer that does not read)."""
     try:
@@ -399,3 +450,27 @@ def _moved(path: Path, tried: int | None) -> bool:
     missing file of the version ``CURRENT`` still names is lost: that raises at once."""
     now = _pointed_version(path)
     return now is not None and now != tried
+
+
+def verify(path: str | os.PathLike) -> dict:
+    """Check every file of every retained version of the store at ``path`` against its manifest
+    (``mempp verify``); see :meth:`Store.verify`. Opens nothing, takes no lock."""
+    path = check_store_path(path)
+    if not path.is_dir():
+        raise StoreError(f"{path}: no such store")
+    return verify_store(path)
+
+
+def repair(path: str | os.PathLike, *, rollback: bool = False, lock_timeout: float | None = None) -> dict:
+    """Make the store at ``path`` whole again (``mempp repair``; storage/recovery.py): entries
+    that are not of their kind set aside, ``CURRENT`` re-pointed to the newest whole version
+    after a lost or damaged ``CURRENT`` or version file, damaged or missing derived files made
+    again as a new version. Nothing is deleted: what is set aside goes to ``lost+found/``.
+    ``rollback``: when a segment of the current version is damaged, go back to the newest whole
+    version before it. Takes the writer's lock (``lock_timeout`` as :meth:`Store.open`'s).
+    Returns the actions and the verification after them (:func:`verify`'s keys)."""
+    path = check_store_path(path)
+    if not path.is_dir():
+        raise StoreError(f"{path}: no such store")
+    check_is_store(path)
+    return repair_store(path, rollback=rollback, lock_timeout=lock_timeout)

@@ -407,6 +407,9 @@ class WritePath:
             raise StoreError(f"{self.path}: opened read-only")
         if self._broken is not None:
             raise StoreWriteError(f"{self.path}: writes refused after a failed fsync ({self._broken}); reopen the store", broken=True)
+        if self._recovered is not None:
+            raise StoreError(f"{self.path}: opened at the newest whole version after a loss; writes are refused until "
+                             f"`mempp repair {self.path}` re-points the store ({self._recovered.split('; reading')[0]})")
         if self._snap.skipped:
             raise StoreError(f"{self.path}: opened with damaged files skipped ({', '.join(self._snap.skipped)}); read-only")
 

@@ -17,7 +17,7 @@ Never imports: mempp.store, mempp.planner, mempp.bench, onnxruntime.
 """
 
 from .analyzer import Analyzer
-from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreWriteError
+from .errors import CorruptStoreError, MemppError, StoreError, StoreLockedError, StoreRecoveredWarning, StoreWriteError
 from .files import FileRef, Vanished
 from .lock import WriterLock
 from .manifest import Entry, State, read_legacy_version, read_pointer, read_state
@@ -38,6 +38,7 @@ __all__ = [
     "State",
     "StoreError",
     "StoreLockedError",
+    "StoreRecoveredWarning",
     "StoreWriteError",
     "Vanished",
     "WriterLock",

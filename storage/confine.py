@@ -30,6 +30,7 @@ _DATA_NAME = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.-]*(/[0-9A-Za-z_][0-9A-Za-z_.-
 _MANIFEST_NAME = re.compile(r"manifests/[0-9]{8}\.json")
 _DIRS = ("segments", "manifests")
 _FILES = ("CURRENT", "LOCK")
+_ASIDE = "lost+found"  # where repairs and writers set aside what they cannot prove unreferenced
 
 
 def check_store_path(path: str | os.PathLike) -> Path:
@@ -61,7 +62,7 @@ def check_is_store(store: Path) -> None:
         raise StoreError(f"{store}: not a directory") from None
     if "CURRENT" in names:
         return
-    others = sorted(n for n in names if n not in _DIRS + _FILES and not (n.startswith(".") and ".tmp-" in n))
+    others = sorted(n for n in names if n not in _DIRS + _FILES + (_ASIDE,) and not (n.startswith(".") and ".tmp-" in n))
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         raise StoreError(
@@ -78,6 +79,8 @@ def check_layout(store: Path) -> None:
         except FileNotFoundError:
             continue
         want = stat.S_ISDIR if name in _DIRS else stat.S_ISREG
+        if not stat.S_ISLNK(st.st_mode) and name in _FILES and stat.S_ISDIR(st.st_mode):
+            continue  # damage, not a planted path: reading CURRENT or taking LOCK reports it by name
         if stat.S_ISLNK(st.st_mode) or not want(st.st_mode):
             raise CorruptStoreError(str(p), "not a " + ("directory" if name in _DIRS else "regular file") + " (symlinks are never followed)")
     for top in os.scandir(store):  # no symlink anywhere in the store's own two levels
@@ -90,7 +93,7 @@ def check_layout(store: Path) -> None:
     cur = store / "CURRENT"
     try:
         raw = cur.read_bytes()  # a regular file, checked above
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         return
     try:
         name = json.loads(raw)["manifest"]

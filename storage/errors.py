@@ -44,3 +44,8 @@ class StoreWriteError(StoreError):
         super().__init__(message)
         self.errno = errno
         self.broken = broken
+
+
+class StoreRecoveredWarning(UserWarning):
+    """A store was opened at the newest whole version on disk because ``CURRENT`` or a version
+    file was lost or damaged; it reads, and refuses writes until ``mempp repair``."""

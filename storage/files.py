@@ -30,7 +30,7 @@ import pyarrow as pa
 import xxhash
 
 from .errors import CorruptStoreError
-from .fsutil import create_new, fsync_file, unlink, write_all
+from .fsutil import create_new, fsync_file, write_all
 
 CHECKSUM = "xxh3"  # the manifest key of XXH3-64 (lower-case hex, as `xxhsum -H3` and xxhash.xxh3_64().hexdigest())
 READ_CHUNK = 8 << 20
@@ -140,8 +140,10 @@ def _write_new(store: Path, name: str, write, pending: list | None = None) -> Fi
     """Create ``name``, let ``write(sink)`` fill it through a :class:`_HashingSink`, fsync it (or
     add it to ``pending``); its reference."""
     path = store / name
-    # A file of this name can only be left by a write that failed before publishing: nothing references it.
-    unlink(path)
+    if os.path.lexists(path):  # left by a write that failed before publishing: kept, never overwritten
+        from .recovery import set_aside
+
+        set_aside(store, [name], "a new file of this name was about to be written")
     fd = create_new(path)
     try:
         sink = _HashingSink(fd, path)

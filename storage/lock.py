@@ -49,7 +49,7 @@ class WriterLock:
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # a symlink planted as LOCK is never followed
                 raise StoreError(f"{self.path}: the lock file is a symlink; refusing to follow it") from None
-            raise
+            raise StoreError(f"{self.path}: cannot open the lock file ({exc.strerror}); `mempp repair` sets a damaged one aside") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -185,6 +185,10 @@ def read_pointer(store: Path) -> tuple[int, str, str, str] | None:
         raw = cur.read_bytes()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise CorruptStoreError(str(cur), "not a regular file") from None
+    except OSError as exc:
+        raise CorruptStoreError(str(cur), f"cannot read: {exc.strerror or exc}") from None
     try:
         pointer = json.loads(raw)
         name, version = pointer["manifest"], pointer["version"]
@@ -201,18 +205,33 @@ def read_state(store: Path) -> State | None:
     """The state of the version ``CURRENT`` names, or None for a store with no commit yet.
 
     A damaged ``CURRENT`` or version file raises :class:`CorruptStoreError` naming it. There is
-    no silent fall back to an older version (that would hide the loss of acknowledged commits).
+    no silent fall back to an older version (that would hide the loss of acknowledged commits):
+    ``recovery.py`` finds the newest whole version when ``CURRENT`` is lost, says so, and
+    ``repair`` re-points the store to it.
     """
     pointer = read_pointer(store)
     if pointer is None:
         return None
     version, name, kind, digest = pointer
-    doc = _read_json(store, name, kind, digest, f"named by {CURRENT}")
+    return read_chain(store, name, kind, digest, f"named by {CURRENT}")
+
+
+def read_version_file(store: Path, version: int) -> State:
+    """The state of ``manifests/<version>.json`` read as the newest version, without ``CURRENT``
+    (the file's own checksum is unknown then; every link below it is checked as usual)."""
+    return read_chain(store, version_name(version), None, None, "found on disk")
+
+
+def read_chain(store: Path, name: str, kind: str | None, digest: str | None, why: str) -> State:
+    """The state of version file ``name`` (its checksum ``digest`` of ``kind``, None: unchecked),
+    walking its chain of deltas back to a checkpoint, every link checked."""
+    doc = _read_json(store, name, kind, digest, why)
+    version = int(name.removeprefix(f"{MANIFESTS}/").removesuffix(".json"))
     if doc.get("version") != version:
-        raise CorruptStoreError(str(store / CURRENT), "pointer and manifest disagree on the version")
+        raise CorruptStoreError(str(store / (CURRENT if digest is not None else name)), "pointer and manifest disagree on the version")
     if doc.get("format") == 1 or "commits" in doc:
         try:
-            return legacy_state(doc, digest)
+            return legacy_state(doc, digest or "")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStoreError(str(store / name), f"malformed commit list ({type(exc).__name__}: {exc})") from None
     deltas = []
@@ -241,17 +260,21 @@ def read_state(store: Path) -> State | None:
             state.chain.append(nm)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptStoreError(str(store / name), f"malformed version file ({type(exc).__name__}: {exc})") from None
-    state.digest = digest
+    state.digest = digest if digest is not None else xxh3_bytes((store / name).read_bytes())
     return state
 
 
-def _read_json(store: Path, name: str, kind: str, digest: str, why: str) -> dict:
+def _read_json(store: Path, name: str, kind: str | None, digest: str | None, why: str) -> dict:
     path = store / name
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise Vanished(str(path), f"manifest {why} is missing") from None
-    got = xxh3_bytes(raw) if kind == CHECKSUM else sha256_bytes(raw)
+    except IsADirectoryError:
+        raise CorruptStoreError(str(path), "not a regular file") from None
+    except OSError as exc:
+        raise CorruptStoreError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    got = None if kind is None else xxh3_bytes(raw) if kind == CHECKSUM else sha256_bytes(raw)
     if got != digest:
         raise CorruptStoreError(str(path), f"checksum differs from the one {why.split()[-1]} records (one of the two is damaged)")
     try:
@@ -260,6 +283,8 @@ def _read_json(store: Path, name: str, kind: str, digest: str, why: str) -> dict
         raise CorruptStoreError(str(path), "not JSON") from None
     if not isinstance(doc, dict):
         raise CorruptStoreError(str(path), "not a manifest")
+    if digest is None and (self_check(doc) is False or (doc.get("format") == FORMAT and not set(doc) <= _KEYS)):
+        raise CorruptStoreError(str(path), "its own checksum does not match its contents")
     if doc.get("format") not in READS:
         raise StoreError(f"{store}: store format {doc.get('format')!r}; this mempp reads formats {list(READS)}")
     return doc
@@ -303,6 +328,13 @@ def apply(state: State, delta: dict) -> State:
         if [u.stem for u in units[at : at + len(stems)]] != stems:
             raise ValueError("a merge replaces units that are not adjacent in this state")
         units[at : at + len(stems)] = [Unit.from_json(change["unit"])]
+    elif op == "replace":  # a repair: units' and ANN indexes' derived files made again under new names
+        for u in change.get("units", []):
+            new = Unit.from_json(u)
+            units[[x.stem for x in units].index(new.stem)] = new
+        for a in change.get("anns", []):
+            new_ann = Ann.from_json(a)
+            anns[[(x.first, x.n) for x in anns].index((new_ann.first, new_ann.n))] = new_ann
     else:
         raise ValueError(f"unknown change {op!r}")
     return replace(
@@ -374,7 +406,7 @@ def publish(store: Path, doc: dict, pending: list | None = None, steps: tuple[st
     pending = pending if pending is not None else []
     version = int(doc["version"])
     name = version_name(version)
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    data = sealed_json(doc)
     digest = xxh3_bytes(data)
     pointer = json.dumps({"version": version, "manifest": name, CHECKSUM: digest}).encode()
     tmp = f".{CURRENT}.tmp-{os.getpid()}"
@@ -396,6 +428,30 @@ def publish(store: Path, doc: dict, pending: list | None = None, steps: tuple[st
     fsync_dir(store)
     failpoint("after_store_dir_fsync")
     return digest
+
+
+SELF = "self_xxh3"  # a version file's own checksum, of its other keys: checked when no CURRENT records one
+# Every key a version file of format 2 may hold (a damaged name is damage even where no checksum is recorded)
+_KEYS = {"format", "kind", "version", "prev", "change", "entry", "meta", "units", "anns", "totals", "history", SELF}
+
+
+def _canonical(doc: dict) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sealed_json(doc: dict) -> bytes:
+    """``doc`` as a version file's bytes, carrying its own checksum (:data:`SELF`) so that a
+    version found on disk without ``CURRENT`` (recovery.py) can be checked too."""
+    body = {k: v for k, v in doc.items() if k != SELF}
+    return _canonical({**body, SELF: xxh3_bytes(_canonical(body))})
+
+
+def self_check(doc: dict) -> bool | None:
+    """Whether a version file's own checksum matches its other keys (None: it carries none)."""
+    want = doc.get(SELF)
+    if want is None:
+        return None
+    return want == xxh3_bytes(_canonical({k: v for k, v in doc.items() if k != SELF}))
 
 
 def delta_doc(state: State, change: dict, entry: Entry) -> dict:

@@ -155,6 +155,7 @@ class Snapshot:
         written: Iterable[tuple[str, str]] = (),
         cut: Entry | None = None,
         built: dict | None = None,
+        lost_ok: bool = False,
     ) -> None:
         """Load ``state``'s version (``cut``: an earlier version of it), verifying every file's
         checksum (XXH3-64; sha256 in format-1 stores) before parsing it.
@@ -169,6 +170,8 @@ class Snapshot:
         bytes it wrote: reading them back would hash the page cache's copy of those bytes, so
         they count as verified. ``built``: by segment file name, the postings and int8 copy this
         process made of a small unit it just committed (else they are made from the segment here).
+        ``lost_ok``: with ``on_corrupt="skip"``, a missing segment file is skipped too (the caller
+        has made sure no writer removed it meanwhile).
         """
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
@@ -180,6 +183,7 @@ class Snapshot:
         self.dim = int(self.meta.get("dim") or 0)
         self.analyzer = Analyzer.from_json(self.meta["analyzer"]) if state is not None else None
         self.on_corrupt = on_corrupt
+        self._lost_ok = lost_ok  # with "skip": a missing segment is skipped like a damaged one (not a merge's doing)
         self._built = built or {}
         self._int8 = (self.meta.get("index") or {}).get("vector_copy") == "int8"
         self.skipped: list[str] = []  # damaged files left out (on_corrupt="skip")
@@ -368,9 +372,8 @@ class Snapshot:
                 if built is None:
                     rebuild.append(entry)
             elif files["post"].name in bad or files["index"].name in bad:
-                for k in ("post", "index"):
-                    if files[k].name in bad and isinstance(bad[files[k].name], Vanished):
-                        raise bad[files[k].name]
+                # derived from the text: made again whether damaged or missing (a file a merge
+                # removed meanwhile is made again from the very segment it was derived from)
                 entry = SegmentEntry(seg, Postings.empty())
                 rebuild.append(entry)
                 self.rebuilt.extend(files[k].name for k in ("post", "index") if files[k].name in bad)
@@ -398,8 +401,6 @@ class Snapshot:
         elif "q8" in files and (files["q8"].name in bad or any(p is entry for p in placeholders)):
             # derived from the embeddings: rebuild it rather than fail
             if files["q8"].name in bad:
-                if isinstance(bad[files["q8"].name], Vanished):
-                    raise bad[files["q8"].name]
                 self.rebuilt.append(files["q8"].name)
             _quantize_entry(entry)
         elif "q8" in files:
@@ -421,7 +422,7 @@ class Snapshot:
         return entry
 
     def _damaged(self, exc: CorruptStoreError) -> None:
-        if isinstance(exc, Vanished) or self.on_corrupt != "skip":
+        if (isinstance(exc, Vanished) and not self._lost_ok) or self.on_corrupt != "skip":
             raise exc
         self.skipped.append(exc.path)
 

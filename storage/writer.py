@@ -252,9 +252,16 @@ def now_iso() -> str:
 
 
 def clean_strays(store: Path, state: State | None) -> list[str]:
-    """Remove what failed or crashed writes and earlier versions left: temporary files, and every
-    file in ``segments/`` and ``manifests/`` that ``state`` (the current version) does not need.
-    Call only while holding the writer lock; returns the names removed.
+    """Clear what failed or crashed writes and earlier versions left in ``segments/`` and
+    ``manifests/``: every file that ``state`` (the current version) does not name, and temporary
+    files. Call only while holding the writer lock; returns the names cleared.
+
+    A file is removed only when it is provably unreferenced: a temporary file, or one whose name
+    carries no version newer than ``state``'s and that no version file on disk newer than
+    ``state`` names (an earlier version's file, replaced by a merge or a checkpoint). Anything
+    else (an interrupted commit's files, or the versions after a ``CURRENT`` that was lost or
+    replaced by an older copy) is set aside in ``lost+found/`` with a note, never deleted
+    (``recovery.set_aside``).
 
     A reader in another process that is still opening an older version may then find a file
     gone; it re-reads ``CURRENT`` and opens the newer version (``Store.open``). A reader that
@@ -262,23 +269,38 @@ def clean_strays(store: Path, state: State | None) -> list[str]:
     stay until the last mapping goes.
     """
     from .fsutil import unlink
+    from .recovery import file_number, set_aside, strays
 
-    keep = state.names() if state is not None else set()
-    legacy = state is not None and state.format == 1
-    removed = []
-    for d in (store, store / SEGMENTS, store / MANIFESTS):
-        if not d.is_dir():
+    names = strays(store, state)
+    if not names:
+        return []
+    current = state.version if state is not None else 0
+    newer = _named_by_newer(store, names, current)
+    remove = [n for n in names if ".tmp-" in n or (file_number(n) <= current and n not in newer)]
+    for n in remove:
+        unlink(store / n)
+    aside = [n for n in names if n not in set(remove)]
+    set_aside(store, aside, f"not named by version {current}, the current one: left by an interrupted write, "
+                            "or by versions after a CURRENT that was lost or replaced")
+    return names
+
+
+def _named_by_newer(store: Path, names: list[str], current: int) -> set[str]:
+    """The files that a version file among ``names`` newer than ``current`` names (read as far as it parses)."""
+    import json
+
+    out: set[str] = set()
+    for n in names:
+        if not n.startswith(f"{MANIFESTS}/") or not n.endswith(".json") or not n[len(MANIFESTS) + 1 : -5].isdigit():
             continue
-        for p in d.iterdir():
-            rel = p.relative_to(store).as_posix()
-            if d == store:
-                stray = p.name.startswith(".") and ".tmp-" in p.name
-            elif d.name == MANIFESTS and legacy:  # format 1: every version's own manifest is its time travel
-                stem = p.name.removesuffix(".json")
-                stray = (".tmp-" in p.name) or not (stem.isdigit() and int(stem) <= state.version)
-            else:
-                stray = rel not in keep
-            if stray and (p.is_file() or p.is_symlink()):
-                unlink(p)
-                removed.append(rel)
-    return removed
+        if int(n[len(MANIFESTS) + 1 : -5]) <= current:
+            continue
+        try:
+            doc = json.loads((store / n).read_bytes())
+            units = doc.get("units") or [doc.get("change", {}).get("unit")] + (doc.get("change", {}).get("units") or [])
+            anns = doc.get("anns") or [doc.get("change", {}).get("ann")] + (doc.get("change", {}).get("anns") or [])
+            out |= {f["name"] for u in units if isinstance(u, dict) for f in u.get("files", {}).values()}
+            out |= {a["file"]["name"] for a in anns if isinstance(a, dict)}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+    return out

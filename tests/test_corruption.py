@@ -28,7 +28,7 @@ QUERIES = ["alpha bravo", "term2x1 revised", "kilo lima mike", "golf"]
 
 WORKER = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, sys, warnings
     import mempp
     store, cases_file = sys.argv[1], sys.argv[2]
     cases = json.load(open(cases_file))
@@ -47,8 +47,11 @@ WORKER = textwrap.dedent(
         tmp = path + ".damaged"
         open(tmp, "wb").write(bad); os.replace(tmp, path)  # a new inode: earlier mappings keep the old one
         try:
-            with mempp.Store.open(store, embedder=mempp.HashEmbedder(), read_only=True) as s:
-                out.append({"ok": True, "answers": answers(s), "rebuilt": s.stats()["rebuilt"]})
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                with mempp.Store.open(store, embedder=mempp.HashEmbedder(), read_only=True) as s:
+                    out.append({"ok": True, "answers": answers(s), "rebuilt": s.stats()["rebuilt"], "version": s.version,
+                                "recovered": [str(w.message) for w in seen if w.category is mempp.StoreRecoveredWarning]})
         except mempp.MemppError as exc:
             out.append({"ok": False, "type": type(exc).__name__, "message": str(exc)})
         open(tmp, "wb").write(data); os.replace(tmp, path)
@@ -91,6 +94,8 @@ def test_truncations_and_bit_flips_are_all_detected(tmp_path):
     path = _store(tmp_path)
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
         pristine = json.loads(json.dumps(_answers(s)))
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), version=2) as s:
+        before = json.loads(json.dumps(_answers(s)))  # what the store answered at version 2
     rng = random.Random(11)
     flips = 5000 if long_run() else 500
     truncs = 200 if long_run() else 40
@@ -118,6 +123,12 @@ def test_truncations_and_bit_flips_are_all_detected(tmp_path):
         name = rel.rsplit("/", 1)[-1]
         if kind in ("post", "terms", "q8"):  # derived: rebuilt, same answers
             assert r["ok"] and r["answers"] == pristine and r["rebuilt"] == [rel], (kind, how, arg, r)
+        elif kind in ("CURRENT", "manifest") and r["ok"]:
+            # read at the newest whole version on disk, saying so: version 3 itself when only CURRENT
+            # is damaged, version 2 when version 3's own file is; answers as that version gave them
+            want = 3 if kind == "CURRENT" else 2
+            assert r["version"] == want and r["answers"] == (pristine if want == 3 else before), (kind, how, arg, r)
+            assert len(r["recovered"]) == 1 and name in r["recovered"][0], (kind, how, arg, r)
         else:
             assert not r["ok"] and r["type"] == "CorruptStoreError" and name in r["message"], (kind, how, arg, r)
         tally[(kind, how)] = tally.get((kind, how), 0) + 1
@@ -202,7 +213,14 @@ def test_a_missing_file_of_the_current_version_fails_at_once(tmp_path, monkeypat
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "open or refresh kept retrying while CURRENT stayed put"
-    assert set(errors) == {"open", "refresh"} and all(gone.name in e for e in errors.values()), errors
+    if what == "segment":
+        assert set(errors) == {"open", "refresh"} and all(gone.name in e for e in errors.values()), errors
+    else:  # a version file lost: open reads the newest whole version before it, saying so; refresh stays put
+        assert set(errors) == {"refresh"} and gone.name in errors["refresh"], errors
+        with pytest.warns(mempp.StoreRecoveredWarning, match=gone.name):
+            s = mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder())
+        assert s.version == (version - 1 if what == "manifest" else version - 2)
+        s.close()
     assert reader.version == version - 1  # the reader stays on the version it had
     gone.write_bytes(kept)
     assert reader.refresh() == version

@@ -1,0 +1,411 @@
+"""When ``CURRENT`` or a file cannot be trusted: the whole versions on disk, verification, repair.
+
+A store never treats a directory that holds version files or segments as empty, and never
+deletes a file it cannot prove unreferenced. This module owns the three tools that keep that
+promise when something on disk is lost or damaged:
+
+- :func:`newest_whole` finds the newest version file on disk whose chain of version files reads
+  and whose primary files (documents, window vectors, dictionary terms, supersession events)
+  match their recorded size and checksum. Derived files (postings, term index, int8 copy, ANN
+  index) may be damaged or missing in a whole version: they are made again from the primary ones.
+- :func:`verify` checks ``CURRENT``, every version file of the current chain, the history files
+  and every file the current version names (every earlier version is a prefix of it, so those
+  files are every retained version's), and lists each problem by file.
+- :func:`repair` takes the writer's lock, sets aside what is not what it should be (a directory
+  where a file belongs, a symlink), re-points ``CURRENT`` to the newest whole version when
+  ``CURRENT`` or a version file is lost or damaged, and rebuilds damaged or missing derived files
+  as a new version. What it sets aside goes to ``lost+found/`` inside the store; nothing is deleted.
+
+:func:`set_aside` is also how the writer clears what an interrupted write left behind whenever
+that may be committed data (``writer.clean_strays``).
+
+Owns: lost+found, file numbers, whole versions, verify and repair.
+
+Never imports: mempp.store, mempp.writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CorruptStoreError, StoreError
+from .files import CHECKSUM, Checks, Vanished, write_file, write_table_file, xxh3_bytes
+from .fsutil import close_all, fsync_all, fsync_dir, fsync_dirs, mkdir
+from .fsutil import replace as fs_replace
+from .manifest import CURRENT, MANIFESTS, SEGMENTS, Ann, Entry, State, Unit, commit_version, read_pointer, read_state
+from .manifest import read_version_file, version_name
+
+LOST = "lost+found"
+DERIVED = ("post", "index", "q8")  # made again from a segment's text and embeddings
+_NUMBER = re.compile(r"[0-9]{8}")
+_VERSION_FILE = re.compile(r"([0-9]{8})\.json")
+
+
+def file_number(rel: str) -> int:
+    """The newest version number written into a store file's name (0 for none): a commit's files
+    carry its version, a merge's the last version it joins, a repair's its own."""
+    found = _NUMBER.findall(rel.rsplit("/", 1)[-1])
+    return max((int(x) for x in found), default=0)
+
+
+def disk_versions(store: Path) -> list[int]:
+    """The version numbers of the version files in ``manifests/``, newest first."""
+    try:
+        names = os.listdir(store / MANIFESTS)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted((int(m.group(1)) for n in names if (m := _VERSION_FILE.fullmatch(n))), reverse=True)
+
+
+def holds_data(store: Path) -> bool:
+    """Whether ``segments/`` or ``manifests/`` holds anything (a store that has written files)."""
+    for d in (SEGMENTS, MANIFESTS):
+        try:
+            if any(True for _ in os.scandir(store / d)):
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return False
+
+
+@dataclass
+class Problem:
+    """One thing wrong with one file (``file`` relative to the store)."""
+
+    file: str
+    problem: str
+    kind: str  # "pointer", "version", "damaged", "missing", "derived", "layout", "stray"
+
+    @property
+    def damage(self) -> bool:
+        """Whether this makes the store damaged (a stray file left by an interrupted write does not)."""
+        return self.kind != "stray"
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "problem": self.problem, "kind": self.kind}
+
+
+def _rel(store: Path, path: str) -> str:
+    try:
+        return Path(path).relative_to(store).as_posix()
+    except ValueError:
+        return path
+
+
+def file_kinds(state: State) -> dict[str, str]:
+    """Every file ``state`` names -> its kind (``docs``, ``post``, ..., ``ann``, ``history``)."""
+    out = {f.name: k for u in state.units for k, f in u.files.items()}
+    out.update({a.file.name: "ann" for a in state.anns})
+    out.update({r.name: "history" for r in state.sealed})
+    return out
+
+
+def check_files(store: Path, state: State) -> list[Problem]:
+    """Each file ``state`` names checked against its size and checksum."""
+    refs = [f for u in state.units for f in u.files.values()] + [a.file for a in state.anns] + list(state.sealed)
+    kinds = file_kinds(state)
+    out = []
+    with Checks(store, refs) as checks:
+        for name, exc in sorted(checks.failures().items()):
+            kind = kinds.get(name)
+            derived = kind in DERIVED or kind == "ann"
+            missing = isinstance(exc, Vanished)
+            label = "derived" if derived else "missing" if missing else "damaged"
+            out.append(Problem(name, exc.reason + ("; made again from the segment by repair" if derived else ""), label))
+    return out
+
+
+def whole(store: Path, state: State) -> bool:
+    """Whether every primary file of ``state`` matches its record (derived ones can be made again)."""
+    return not any(p.kind != "derived" for p in check_files(store, state))
+
+
+def newest_whole(store: Path, below: int | None = None) -> tuple[State | None, list[Problem]]:
+    """The newest version on disk (at most ``below``) that reads whole, and why each newer one did not."""
+    why: list[Problem] = []
+    for v in disk_versions(store):
+        if below is not None and v > below:
+            continue
+        try:
+            state = read_version_file(store, v)
+        except CorruptStoreError as exc:
+            why.append(Problem(_rel(store, exc.path), exc.reason, "version"))
+            continue
+        except StoreError as exc:
+            why.append(Problem(version_name(v), str(exc), "version"))
+            continue
+        bad = [p for p in check_files(store, state) if p.kind != "derived"]
+        if not bad:
+            return state, why
+        why.extend(Problem(p.file, f"{p.problem} (named by version {v})", p.kind) for p in bad)
+    return None, why
+
+
+def _layout_problems(store: Path) -> list[Problem]:
+    from .confine import check_layout
+
+    try:
+        check_layout(store)
+    except CorruptStoreError as exc:
+        return [Problem(_rel(store, exc.path), exc.reason, "layout")]
+    return []
+
+
+def verify(store: Path) -> dict:
+    """Every file of every retained version checked; see the module docstring. A dict:
+    ``clean`` (no damage), ``version`` (the one ``CURRENT`` names, or None), ``files`` (checked),
+    ``problems`` (each ``{"file", "problem", "kind"}``) and ``newest_whole`` (the version a repair
+    would re-point to, when the current one cannot be read)."""
+    store = Path(store)
+    problems = _layout_problems(store)
+    state = None
+    version = None
+    try:
+        pointer = read_pointer(store)
+        if pointer is None:
+            if holds_data(store):
+                problems.append(Problem(CURRENT, "missing, while the store holds version files or segments", "pointer"))
+        else:
+            version = pointer[0]
+            state = read_state(store)
+    except CorruptStoreError as exc:
+        rel = _rel(store, exc.path)
+        problems.append(Problem(rel, exc.reason, "pointer" if rel == CURRENT else "version"))
+    except StoreError as exc:
+        problems.append(Problem(CURRENT, str(exc), "version"))
+    files = 0
+    if state is not None:
+        problems += check_files(store, state)
+        files = len(file_kinds(state)) + len(state.chain) + 1
+        problems += [Problem(n, "not named by the current version (left by an interrupted write)", "stray") for n in strays(store, state)]
+    best = None
+    if state is None or any(p.kind in ("damaged", "missing") for p in problems):
+        found, _ = newest_whole(store)
+        best = None if found is None else found.version
+    return {
+        "store": str(store),
+        "clean": not any(p.damage for p in problems),
+        "version": version,
+        "files": files,
+        "problems": [p.to_json() for p in problems],
+        "newest_whole": best,
+    }
+
+
+def strays(store: Path, state: State | None) -> list[str]:
+    """Files in ``segments/`` and ``manifests/`` that ``state`` does not name, and temporary files."""
+    keep = state.names() if state is not None else set()
+    out = []
+    for d in (store, store / SEGMENTS, store / MANIFESTS):
+        try:
+            entries = list(os.scandir(d))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for e in entries:
+            rel = _rel(store, e.path)
+            if d == store:
+                if e.name.startswith(".") and ".tmp-" in e.name:
+                    out.append(rel)
+            elif rel not in keep and not (state is not None and state.format == 1 and d.name == MANIFESTS
+                                          and file_number(rel) <= state.version):
+                out.append(rel)
+    return sorted(out)
+
+
+def set_aside(store: Path, names: list[str], why: str) -> str | None:
+    """Move ``names`` (relative to the store) into a new folder of ``lost+found/``, keeping their
+    paths, with a note saying why; returns the folder (relative), or None when there was nothing."""
+    names = [n for n in names if os.path.lexists(store / n)]
+    if not names:
+        return None
+    mkdir(store / LOST)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    folder, i = f"{LOST}/{stamp}", 1
+    while os.path.lexists(store / folder):
+        i += 1
+        folder = f"{LOST}/{stamp}-{i}"
+    os.mkdir(store / folder)
+    for n in names:
+        dst = store / folder / n
+        if not dst.parent.is_dir():
+            os.makedirs(dst.parent)
+        fs_replace(store / n, dst)
+    note = json.dumps({"why": why, "moved": names, "at": stamp}, indent=1).encode()
+    pending: list = []
+    try:
+        write_file(store, f"{folder}/NOTE.json", note, pending)
+        fsync_all(pending)
+    finally:
+        close_all(pending)
+    fsync_dirs(sorted({store / n.rsplit("/", 1)[0] for n in names if "/" in n}) + [store / folder, store / LOST])
+    fsync_dir(store)
+    return folder
+
+
+def point_to(store: Path, state: State) -> None:
+    """Make ``state``'s version current (``CURRENT`` replaced atomically, as a commit does)."""
+    name = version_name(state.version)
+    digest = xxh3_bytes((store / name).read_bytes())
+    pointer = json.dumps({"version": state.version, "manifest": name, CHECKSUM: digest}).encode()
+    tmp = f".{CURRENT}.tmp-{os.getpid()}"
+    pending: list = []
+    try:
+        write_file(store, tmp, pointer, pending)
+        fsync_all(pending)
+    finally:
+        close_all(pending)
+    fs_replace(store / tmp, store / CURRENT)
+    fsync_dir(store)
+
+
+def _fix_layout(store: Path, actions: list[str]) -> None:
+    """Set aside a store entry that is not of its kind (a directory where ``CURRENT`` or ``LOCK``
+    belongs, a file where ``segments/`` or ``manifests/`` belongs, a symlink anywhere in the
+    store's two levels): nothing is deleted, and the entry is then missing, as it reports."""
+    out = []
+    for name, want_dir in ((CURRENT, False), ("LOCK", False), (SEGMENTS, True), (MANIFESTS, True)):
+        p = store / name
+        if os.path.islink(p) or (p.exists() and p.is_dir() != want_dir):
+            out.append((name, "a symlink" if os.path.islink(p) else "a directory" if p.is_dir() else "a file"))
+    for top in (store, store / SEGMENTS, store / MANIFESTS):
+        if top.is_dir() and not top.is_symlink():
+            out += [(_rel(store, e.path), "a symlink") for e in os.scandir(top) if e.is_symlink() and _rel(store, e.path) not in dict(out)]
+    for rel, what in out:
+        moved = set_aside(store, [rel], f"{rel} was {what}")
+        actions.append(f"set aside {rel} ({what} where the store keeps its own {'folder' if rel in (SEGMENTS, MANIFESTS) else 'file'}) in {moved}")
+
+
+def repair(store: Path, *, rollback: bool = False, lock_timeout: float | None = None) -> dict:
+    """Make the store whole again, as far as that is possible without its lost bytes; returns
+    ``{"actions": [...], "version": v, "clean": bool, "problems": [...]}`` (after the repair).
+
+    ``rollback``: when a primary file of the current version is damaged (its documents cannot
+    be read), re-point the store to the newest whole version before it; without it, repair
+    leaves the current version and says what it would do.
+    """
+    from .lock import WriterLock
+
+    store = Path(store)
+    if not store.is_dir():
+        raise StoreError(f"{store}: no such store")
+    actions: list[str] = []
+    _fix_layout(store, actions)
+    lock = WriterLock(store)
+    lock.acquire(lock_timeout)
+    try:
+        state, why = _current_or_none(store)
+        if state is None:
+            if why is None:
+                return _finish(store, actions)  # a new store: nothing committed, nothing to repair
+            found, _ = newest_whole(store)
+            if found is None:
+                actions.append(f"no whole version on disk ({why.file}: {why.problem}); nothing re-pointed")
+                return _finish(store, actions)
+            point_to(store, found)
+            actions.append(f"re-pointed CURRENT to version {found.version}, the newest whole version ({why.file}: {why.problem})")
+            state = found
+        bad = [p for p in check_files(store, state) if p.kind in ("damaged", "missing")]
+        if bad:
+            found, _ = newest_whole(store, below=state.version - 1)
+            where = f"version {found.version}" if found is not None else "none"
+            if not rollback or found is None:
+                actions.append(
+                    f"{bad[0].file}: {bad[0].problem}; its documents cannot be made again (restore the file from a backup; "
+                    f"the newest whole version before it: {where}" + ("; `repair --rollback` re-points there)" if found else ")")
+                )
+                return _finish(store, actions)
+            point_to(store, found)
+            actions.append(f"rolled back to version {found.version}, the newest whole version ({bad[0].file}: {bad[0].problem})")
+            state = found
+        rebuilt = _rebuild_derived(store, state)
+        if rebuilt:
+            actions.append(rebuilt)
+    finally:
+        lock.release()
+    return _finish(store, actions)
+
+
+def _current_or_none(store: Path) -> tuple[State | None, Problem | None]:
+    """The current state, or (None, why it cannot be read); (None, None) for a store with no commit."""
+    try:
+        state = read_state(store)
+    except CorruptStoreError as exc:
+        return None, Problem(_rel(store, exc.path), exc.reason, "version")
+    if state is None and holds_data(store):
+        return None, Problem(CURRENT, "missing", "pointer")
+    return state, None
+
+
+def _finish(store: Path, actions: list[str]) -> dict:
+    report = verify(store)
+    return {"actions": actions or ["nothing to repair"], **report}
+
+
+def _rebuild_derived(store: Path, state: State) -> str | None:
+    """Make damaged or missing postings, term indexes, int8 copies and ANN indexes again from
+    the segments, under new names, and publish them as a new version (kind ``repair``)."""
+    from .snapshot import Snapshot
+    from .writer import now_iso, prepare_dirs, q8_table
+
+    problems = {p.file for p in check_files(store, state) if p.kind == "derived"}
+    if not problems:
+        return None
+    version = max(state.version, max(disk_versions(store), default=0), max((file_number(n) for n in strays(store, state)), default=0)) + 1
+    snap = Snapshot(store, state)  # makes the damaged derived files again, in memory
+    by_doc = {e.segment.name: e for e in snap.segments}
+    pending: list = []
+    units, anns, names = [], [], []
+    try:
+        prepare_dirs(store)
+        for u in state.units:
+            hit = [k for k in DERIVED if k in u.files and u.files[k].name in problems]
+            if not hit:
+                continue
+            entry = by_doc[u.files["docs"].name]
+            files = dict(u.files)
+            if "post" in hit or "index" in hit:
+                post, index = entry.postings.tables()
+                files["post"] = write_table_file(store, f"{u.stem}.r{version:08d}.post.arrow", post, pending)
+                files["index"] = write_table_file(store, f"{u.stem}.r{version:08d}.terms.arrow", index, pending)
+            if "q8" in hit:
+                from mempp.kernels import quantize_rows
+
+                emb = np.ascontiguousarray(entry.segment.embeddings, dtype=np.float32)
+                q8, scale = np.empty(emb.shape, dtype=np.int8), np.empty(len(emb), dtype=np.float32)
+                quantize_rows(emb, q8, scale)
+                files["q8"] = write_table_file(store, f"{u.stem}.r{version:08d}.q8.arrow", q8_table(q8, scale, entry.segment.dates), pending)
+            names += [u.files[k].name for k in hit]
+            units.append(Unit(u.stem, u.lo, u.hi, u.first_doc, u.n_docs, files, u.first_sup, u.n_sup, u.first_term, u.n_terms, u.length))
+        for a in state.anns:
+            if a.file.name not in problems:
+                continue
+            from .ann import build, to_bytes
+
+            parts = [e.segment.embeddings[max(0, a.first - e.base): max(0, a.first + a.n - e.base)] for e in snap.segments
+                     if e.base < a.first + a.n and e.base + e.segment.n > a.first]
+            index = build(parts, a.first, m=a.params.get("M", 16), ef_construction=a.params.get("ef_construction", 200))
+            data = to_bytes(index, store / f".ann-repair.tmp-{os.getpid()}")
+            ref = write_file(store, f"{SEGMENTS}/{version:08d}.a{a.version:08d}.ann.hnsw", data, pending)
+            anns.append(Ann(a.version, a.first, a.n, dict(a.params), ref))
+            names.append(a.file.name)
+    except BaseException:
+        close_all(pending)
+        raise
+    change = {"op": "replace", "units": [u.to_json() for u in units], "anns": [a.to_json() for a in anns]}
+    entry = Entry(version, now_iso(), "repair", state.n_docs, state.n_sup, state.n_terms, state.total_length, len(state.anns), 0)
+    commit_version(store, state, change, entry, pending)
+    moved = set_aside(store, [n for n in names if os.path.lexists(store / n)], "damaged derived files, made again by repair")
+    return f"made again {', '.join(sorted(names))} as version {version}" + (f" (the damaged ones set aside in {moved})" if moved else "")
+
+
+__all__ = [
+    "LOST", "Problem", "check_files", "disk_versions", "file_number", "holds_data", "newest_whole", "point_to",
+    "repair", "set_aside", "strays", "verify", "whole",
+]

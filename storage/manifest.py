@@ -455,8 +455,10 @@ def self_check(doc: dict) -> bool | None:
 
 
 def delta_doc(state: State, change: dict, entry: Entry) -> dict:
+    # "meta" is the checkpoint's, repeated (a few hundred bytes): any one readable version file then
+    # says what the store was built with, which a salvage from the segments needs (recovery.py)
     return {
-        "format": FORMAT, "kind": "delta", "version": entry.version,
+        "format": FORMAT, "kind": "delta", "version": entry.version, "meta": state.meta,
         "prev": {"version": state.version, CHECKSUM: state.digest}, "change": change, "entry": entry.to_json(),
     }
 

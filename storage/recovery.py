@@ -31,9 +31,12 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from datetime import timezone
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from .errors import CorruptStoreError, StoreError
 from .files import CHECKSUM, Checks, Vanished, write_file, write_table_file, xxh3_bytes
@@ -184,7 +187,7 @@ def verify(store: Path) -> dict:
     if state is not None:
         problems += check_files(store, state)
         files = len(file_kinds(state)) + len(state.chain) + 1
-        problems += [Problem(n, "not named by the current version (left by an interrupted write)", "stray") for n in strays(store, state)]
+        problems += [Problem(n, "not named by the current version (an interrupted write's, or an earlier version's)", "stray") for n in strays(store, state)]
     best = None
     if state is None or any(p.kind in ("damaged", "missing") for p in problems):
         found, _ = newest_whole(store)
@@ -306,7 +309,11 @@ def repair(store: Path, *, rollback: bool = False, lock_timeout: float | None = 
                 return _finish(store, actions)  # a new store: nothing committed, nothing to repair
             found, _ = newest_whole(store)
             if found is None:
-                actions.append(f"no whole version on disk ({why.file}: {why.problem}); nothing re-pointed")
+                saved, what = salvage(store)
+                if saved is None:
+                    actions.append(f"no whole version on disk ({why.file}: {why.problem}), and no salvage: {what}")
+                    return _finish(store, actions)
+                actions.append(f"no whole version on disk ({why.file}: {why.problem}); {what}")
                 return _finish(store, actions)
             point_to(store, found)
             actions.append(f"re-pointed CURRENT to version {found.version}, the newest whole version ({why.file}: {why.problem})")
@@ -330,6 +337,99 @@ def repair(store: Path, *, rollback: bool = False, lock_timeout: float | None = 
     finally:
         lock.release()
     return _finish(store, actions)
+
+
+_SEGMENT_FILE = re.compile(r"(m?[0-9]{8}(?:-[0-9]{8})?)(?:\.r([0-9]{8}))?\.(docs|post|terms|q8|dict|sup|win)\.arrow")
+_KIND = {"terms": "index"}  # file suffix -> the unit's key for it
+PRIMARY = ("docs", "win", "dict", "sup")
+
+
+def salvage(store: Path) -> tuple[State | None, str]:
+    """A new checkpoint made from the segment files on disk, for a store no version file of
+    which reads whole (a damaged or lost version file in every chain). (state, what was done)
+    or (None, why not).
+
+    It needs what the store was built with (any one readable version file says so), and every
+    segment that a readable version file counted: the units are the segment files' own (a
+    merge's where one covers a run of commits), in the order of the versions that wrote them,
+    each read and checked as Arrow, their documents numbered without a gap, and at least as many
+    documents, dictionary terms and supersessions as the newest readable version file recorded.
+    Derived files are left out (the store makes them again in memory; ``mempp merge --force``
+    writes them again); ANN indexes too (``build_ann``). Versions before it keep one history entry
+    per unit, so time travel stops at unit boundaries.
+    """
+    from .arrowio import map_table
+    from .files import FileRef, xxh3_file
+    from .manifest import FORMAT, checkpoint_doc, publish, self_check
+
+    meta, floor = None, (0, 0, 0)
+    for v in disk_versions(store):
+        try:
+            doc = json.loads((store / version_name(v)).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or self_check(doc) is False or doc.get("format") != FORMAT:
+            continue
+        if meta is None and isinstance(doc.get("meta"), dict):
+            meta = doc["meta"]
+        try:
+            e = Entry.from_json(doc["entry"]) if "entry" in doc else None
+            t = doc.get("totals") or {}
+            counts = (e.n_docs, e.n_sup or 0, e.n_terms or 0) if e else (int(t["n_docs"]), int(t["n_sup"]), int(t["n_terms"]))
+            floor = max(floor, counts)
+        except (KeyError, TypeError, ValueError):
+            continue
+    if meta is None:
+        return None, "no readable version file says what the store was built with"
+    found: dict[str, dict[str, tuple[int, str]]] = {}
+    for name in sorted(os.listdir(store / SEGMENTS)) if (store / SEGMENTS).is_dir() else []:
+        m = _SEGMENT_FILE.fullmatch(name)
+        if m:
+            stem, rev, kind = m.group(1), int(m.group(2) or 0), _KIND.get(m.group(3), m.group(3))
+            if kind in PRIMARY and (kind not in found.get(stem, {}) or rev > found[stem][kind][0]):
+                found.setdefault(stem, {})[kind] = (rev, f"{SEGMENTS}/{name}")
+    spans = sorted(((int(st.lstrip("m")[:8]), int(st[-8:]), st) for st in found), key=lambda x: (x[0], -x[1]))
+    units: list[Unit] = []
+    entries: list[Entry] = []
+    n_docs = n_sup = n_terms = length = last = 0
+    for lo, hi, stem in spans:
+        if lo <= last:
+            continue  # a run a merge covers: its own files were set aside or are leftovers
+        files = {k: FileRef(n, (store / n).stat().st_size, xxh3=xxh3_file(store / n)) for k, (_, n) in found[stem].items()}
+        try:
+            tables = {k: map_table(store / f.name) for k, f in files.items()}
+            for t in tables.values():
+                t.validate(full=True)
+        except (OSError, pa.ArrowException) as exc:
+            return None, f"{stem}: a segment file does not read ({exc})"
+        docs = tables.get("docs")
+        k_docs = 0 if docs is None else docs.num_rows
+        if docs is not None and k_docs and int(docs.column("doc_id")[0].as_py()) != n_docs:
+            return None, f"{files['docs'].name}: its documents start at {docs.column('doc_id')[0].as_py()}, not {n_docs} (a segment is missing)"
+        k_len = 0 if docs is None else int(pa.compute.sum(docs.column("length")).as_py() or 0)
+        k_sup = 0 if "sup" not in tables else tables["sup"].num_rows
+        k_terms = 0 if "dict" not in tables else tables["dict"].num_rows
+        units.append(Unit(f"{SEGMENTS}/{stem}", lo, hi, n_docs, k_docs, files, n_sup, k_sup, n_terms, k_terms, k_len))
+        n_docs, n_sup, n_terms, length, last = n_docs + k_docs, n_sup + k_sup, n_terms + k_terms, length + k_len, hi
+        when = "1970-01-01T00:00:00+00:00"
+        if docs is not None and k_docs:
+            at = pa.compute.max(docs.column("ingested_at")).as_py()
+            when = at.replace(tzinfo=timezone.utc).isoformat() if at is not None else when
+        entries.append(Entry(hi, when, "add" if k_docs else "supersede", n_docs, n_sup, n_terms, length, 0, k_docs))
+    if (n_docs, n_sup, n_terms) < floor or n_docs < floor[0] or n_sup < floor[1] or n_terms < floor[2]:
+        return None, (f"the segments on disk hold {n_docs} documents, {n_sup} supersessions and {n_terms} terms; a version "
+                      f"file recorded {floor[0]}, {floor[1]} and {floor[2]}: a segment is lost")
+    version = max([last, *disk_versions(store), *(file_number(n) for n in strays(store, None))]) + 1
+    from .writer import now_iso
+
+    entries.append(Entry(version, now_iso(), "salvage", n_docs, n_sup, n_terms, length, 0, 0))
+    state = State(FORMAT, version, dict(meta), units, [], n_docs, n_sup, n_terms, length, [], entries,
+                  chain=[version_name(version)])
+    state.digest = publish(store, checkpoint_doc(state))
+    old = [f"{MANIFESTS}/{n}" for n in os.listdir(store / MANIFESTS) if f"{MANIFESTS}/{n}" != state.chain[0]]
+    moved = set_aside(store, old, f"version files replaced by version {version}, salvaged from the segments")
+    return state, (f"salvaged version {version} from {len(units)} segments ({n_docs} documents, {n_sup} supersessions)"
+                   + (f"; the old version files set aside in {moved}" if moved else ""))
 
 
 def _current_or_none(store: Path) -> tuple[State | None, Problem | None]:

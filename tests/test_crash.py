@@ -8,6 +8,7 @@ flight whole or absent, no duplicates, the store opens. One store is reused acro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -151,21 +152,38 @@ def test_kill_at_each_commit_step(tmp_path, step, parallel):
     assert check_store(path, [0, 1, 2, 3], long=True) is None
 
 
-@pytest.mark.parametrize("step", ["after_docs_fsync", "after_manifest_fsync", "after_current_tmp_fsync"])
-def test_crash_in_first_commit_leaves_an_empty_store(tmp_path, step):
-    """T11: killed during the very first commit, the store opens empty; the next writer cleans up."""
+@pytest.mark.parametrize("step", ["after_docs_fsync", "after_manifest_fsync", "after_current_tmp_fsync", "no version file"])
+def test_crash_in_first_commit_leaves_an_empty_or_a_whole_store(tmp_path, step):
+    """T11: killed during the very first commit. Before its version file was written, the store opens
+    empty and the next writer sets the leftovers aside in lost+found/. Once the version file was
+    written whole (fsynced with the batch) but before CURRENT named it, the directory holds a whole
+    version and no CURRENT, which is exactly what a lost CURRENT looks like: it is never read as an
+    empty store; it reads that version (the batch in flight, whole), saying so, refuses writes until
+    ``repair`` makes it current, and then takes more."""
     path = tmp_path / "s"
-    proc = _child(path, 0, 1, {"MEMPP_FAILPOINT": f"{step}:kill"})
+    proc = _child(path, 0, 1, {"MEMPP_FAILPOINT": f"{'after_docs_fsync' if step == 'no version file' else step}:kill"})
     proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL
     assert stray_files(path)  # the crash left files behind
-    with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
-        assert len(s) == 0 and s.version == 0
-        assert len(s.query("alpha", k=3)) == 0
+    whole = step != "no version file"
+    if not whole:  # what a kill while the segment was being written leaves: files, no version file
+        (path / "manifests/00000001.json").unlink()
+    with pytest.warns(mempp.StoreRecoveredWarning) if whole else contextlib.nullcontext():
+        with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
+            assert (len(s), s.version) == ((3, 1) if whole else (0, 0))
+            assert len(s.query("alpha", k=3)) == (3 if whole else 0)
+    if whole:
+        with pytest.warns(mempp.StoreRecoveredWarning), mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
+            with pytest.raises(mempp.StoreError, match="mempp repair"):
+                s.add(batch(1, long=True))
+        report = mempp.repair(path)
+        assert report["clean"] and report["version"] == 1, report
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX) as s:
-        s.add(batch(0, long=True))
+        s.add(batch(1 if whole else 0, long=True))
     assert stray_files(path) == []
-    assert check_store(path, [0], long=True) is None
+    assert check_store(path, [0, 1] if whole else [0], long=True) is None
+    if not whole:
+        assert list((path / "lost+found").iterdir())  # the first commit's leftovers, set aside, not deleted
 
 
 def test_failpoint_raise_is_a_typed_error_and_the_store_stays_usable(tmp_path, monkeypatch):

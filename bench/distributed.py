@@ -111,8 +111,7 @@ def score_bench(n: int, directory: Path, queries: int, reps: int, threads: bool)
     import mempp
     from mempp import distributed
 
-    from .speed import build
-    from .workload import load
+    from .workload import build, load
 
     path = directory / (f"mempp-{n}" + ("-threads" if threads else ""))
     if not (path / "CURRENT").exists():

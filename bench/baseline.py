@@ -1,4 +1,4 @@
-"""The plain baselines of issue 18, written out in numpy so that anyone can check them.
+"""The plain baselines (BM25 alone; BM25 + best-window vector fused 1:4 with thread siblings), written out in numpy so that anyone can check them.
 
 ``python -m mempp.bench.baseline --docs D --questions Q [--k 10 --k 50] [--kind rrf-siblings|bm25] [--json]``
 (also ``mempp eval --baseline rrf-siblings|bm25``). Same input format, same scoring (one query per

@@ -1,4 +1,4 @@
-"""``mempp bench --ray``: embedding and bulk scoring on Ray against one plain process (issue 19).
+"""``mempp bench --ray``: embedding and bulk scoring on Ray against one plain process.
 
 Embedding (``--docs FILE``, the first ``--embed-docs`` documents of a JSON Lines file): one
 plain process, ``Store.add`` into a new store (the default model loaded on first use, 2 ONNX

@@ -96,7 +96,7 @@ def test_read_path_stages_import_only_earlier_stages():
 
 
 # Every module of the three layers opens with a docstring that says what it owns and ends with
-# one line naming what it must never import (issue 21: modules a newcomer can read in one sitting).
+# one line naming what it must never import (so that a newcomer can read each module in one sitting).
 PACKAGES = {"engine": "mempp", "storage": "mempp.storage", "kernels": "mempp.kernels"}
 NEVER = re.compile(r"^Never imports: ([A-Za-z0-9_.]+(?:, [A-Za-z0-9_.]+)*)\.$")
 

@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN §5: engine -> storage -> kernels -> numpy, numba."""
+"""The layout of docs/DESIGN.md §7: engine -> storage -> kernels -> numpy, numba."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_kernels_import_only_numpy_and_numba():
 
 def test_storage_imports_no_engine():
     mods = imports("storage")
-    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (DESIGN §5); xxhash: file checksums
+    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (docs/DESIGN.md §4.4); xxhash: file checksums
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 

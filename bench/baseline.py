@@ -1,4 +1,4 @@
-"""The plain baselines of issue 18, written out in numpy so that anyone can check them.
+"""The plain baselines (BM25 alone; BM25 + best-window vector fused 1:4 with thread siblings), written out in numpy so that anyone can check them.
 
 ``python -m mempp.bench.baseline --docs D --questions Q [--k 10 --k 50] [--kind rrf-siblings|bm25] [--json]``
 (also ``mempp eval --baseline rrf-siblings|bm25``). Same input format, same scoring (one query per
@@ -16,7 +16,7 @@ is used, only its date parser and, for the vector leg, its embedder.
   after each document append the other documents of its thread valid at ``as_of``, in ingest
   order, skipping any already listed. No reserve.
 
-Candidates are the documents valid at the question's ``as_of`` by DESIGN §1's rule: dated at or
+Candidates are the documents valid at the question's ``as_of`` by the validity rule of docs/DESIGN.md §2.1: dated at or
 before it (undated ones only when ``as_of`` is null) and not superseded by then (by a
 ``supersedes`` field or a later document with the same ``id``, effective at the new document's
 date). ``as_of`` null means after everything: superseded documents are out.

@@ -1,4 +1,4 @@
-"""``mempp bench --ray``: embedding and bulk scoring on Ray against one plain process (issue 19).
+"""``mempp bench --ray``: embedding and bulk scoring on Ray against one plain process.
 
 Embedding (``--docs FILE``, the first ``--embed-docs`` documents of a JSON Lines file): one
 plain process, ``Store.add`` into a new store (the default model loaded on first use, 2 ONNX
@@ -111,8 +111,7 @@ def score_bench(n: int, directory: Path, queries: int, reps: int, threads: bool)
     import mempp
     from mempp import distributed
 
-    from .speed import build
-    from .workload import load
+    from .workload import build, load
 
     path = directory / (f"mempp-{n}" + ("-threads" if threads else ""))
     if not (path / "CURRENT").exists():

@@ -4,7 +4,7 @@ peers' speed workload (``bench/workload.py``, embeddings supplied, 300 queries).
 
     OPENBLAS_NUM_THREADS=1 python -m mempp.bench.feedback_cost N STORE_DIR
 
-``STORE_DIR`` is built on first use (``bench/speed.build``) and reused after.
+``STORE_DIR`` is built on first use (``bench/workload.py``'s ``build``) and reused after.
 """
 
 import sys
@@ -15,7 +15,7 @@ import numpy as np
 
 import mempp
 
-from .speed import build
+from .workload import build
 from .workload import load
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
-"""The quality tables of the README (issue 18): every corpus, tuning and report splits, the
-defaults beside plain BM25 and the issue's baseline, ablations and a k sweep, all scored the
-issue-24 way (one query per k).
+"""The quality tables of the README: every corpus, tuning and report splits, the
+defaults beside plain BM25 and the simple baseline (BM25 + best-window vector fused 1:4, thread
+siblings), ablations and a k sweep, all scored one query per k (each k on its own answer).
 
     python -m mempp.bench.quality --data /work/data-extra prepare      # split files, org seeds
     python -m mempp.bench.quality --data /work/data-extra table --corpus locomo-report [--config default ...]
@@ -110,7 +110,7 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default, tag leg in lexical order": ("default", {"tag_rank": "lexical"}),
     "default, feedback off and tag leg in lexical order": ("default", {"feedback": 0, "tag_rank": "lexical"}),
     "default, weights 2,1,1 at every k": ("default", {"weights": (2.0, 1.0, 1.0)}),
-    "previous default (before issue 18)": ("default", {"weights": (2.0, 1.0, 1.0), "siblings": 0, "reserve_rule": "paper", "depth": 50, "feedback": 0, "tag_rank": "lexical"}),
+    "earlier default (2,1,1; no thread stage or feedback)": ("default", {"weights": (2.0, 1.0, 1.0), "siblings": 0, "reserve_rule": "paper", "depth": 50, "feedback": 0, "tag_rank": "lexical"}),
 }
 
 
@@ -133,7 +133,7 @@ _BASELINE_EMB: dict = {}
 
 
 def baseline_embedder(emb: Any) -> Any:
-    """The baselines' embedder: all-MiniLM-L6-v2 as issue 18 defines them, cached like ``emb``."""
+    """The baselines' embedder: all-MiniLM-L6-v2, as they are defined, cached like ``emb``."""
     if emb.model_id == model_spec("minilm").model_id:
         return emb
     if "minilm" not in _BASELINE_EMB:

@@ -5,7 +5,7 @@
 
 For comparing a change across versions of the code (a new checksum, a new file format) on this
 shared machine, where figures move by 10 to 30% with the hour: each round builds the store of the
-peers' workload (``mempp.bench.workload``, embeddings supplied; ``mempp.bench.speed.build`` of
+peers' workload (``mempp.bench.workload``, embeddings supplied; ``build`` of
 each install: the same documents, the same batches) with A, then with B, each in a fresh process,
 then opens each store three times in fresh processes (every file checksummed) and asks one query.
 ``fresh_memory_gbs`` (how fast the build's process filled memory it had not touched, where the
@@ -30,7 +30,10 @@ import numpy as np
 BUILD = """
 import json, sys
 from pathlib import Path
-from mempp.bench.speed import build
+try:
+    from mempp.bench.workload import build
+except ImportError:  # an install from before build moved from bench/speed.py to bench/workload.py
+    from mempp.bench.speed import build
 print(json.dumps(build(int(sys.argv[1]), Path(sys.argv[2]), progress=False)))
 """
 

@@ -39,8 +39,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .membw import _BandwidthProbe, _shares, fresh_memory_gbs, membw_gbs
+from .membw import _BandwidthProbe, _shares, membw_gbs
 from .speed_report import LEXICAL_ROWS, _peer_p50, run_peers, table
+from .workload import build
 
 DAY_US = 86_400 * 10**6
 
@@ -48,71 +49,6 @@ DAY_US = 86_400 * 10**6
 def _ms(samples: list[float]) -> dict[str, float]:
     a = np.asarray(samples) * 1e3
     return {"p50_ms": round(float(np.median(a)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3), "qps": round(1e3 / float(a.mean()), 1)}
-
-
-def _du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def build(n: int, path: Path, progress: bool = True, clustered: bool = False, ann: bool = False) -> dict[str, Any]:
-    """Build the store of the workload's first ``n`` documents at ``path``; returns timings.
-
-    ``ann``: then build the HNSW index over them (``Store.build_ann``), timed apart.
-    """
-    import mempp
-    from mempp.progress import ProgressBar
-
-    from .workload import DAY0, load
-
-    w = load(n, clustered)
-    days = np.datetime_as_string(np.asarray(w.dates).astype("datetime64[D]"))
-    # The first add of a process also loads the compiled kernels from numba's cache (about half a
-    # second, once): done here into a scratch store, timed apart, so that the rate is the ingest's.
-    m = min(n, 2000)
-    warm_docs = [{"text": t, "date": str(days[i])} for i, t in enumerate(w.texts(0, m))]
-    with tempfile.TemporaryDirectory(prefix="mempp-warm-") as tmp:
-        t = time.perf_counter()
-        with mempp.Store.open(Path(tmp) / "s", embedder=mempp.HashEmbedder(dim=384)) as warm:
-            warm.add(warm_docs, embeddings=np.ascontiguousarray(w.emb[:m]))
-        warm_s = time.perf_counter() - t
-    fresh = fresh_memory_gbs()
-    store = mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=384))  # embeddings are supplied
-    step = 50_000
-    add_s = 0.0
-    bar = ProgressBar(n, "ingest", enabled=progress)
-    for a in range(0, n, step):
-        texts = w.texts(a, min(n, a + step))
-        docs = [{"text": t, "date": str(days[a + i])} for i, t in enumerate(texts)]
-        emb = np.ascontiguousarray(w.emb[a : a + len(docs)])
-        t = time.perf_counter()
-        store.add(docs, embeddings=emb)
-        add_s += time.perf_counter() - t
-        bar.update(len(docs))
-    bar.close()
-    inactive = np.flatnonzero(~np.asarray(w.active))
-    active = np.flatnonzero(np.asarray(w.active))
-    retired_by = active[np.arange(len(inactive)) % max(len(active), 1)]  # any active document; the event is what retires it
-    before = str(np.datetime64(DAY0 - 1, "D"))
-    t = time.perf_counter()
-    # before every document's own date (the workload's inactive documents are never valid): asked for
-    store.supersede_many([(int(o), int(r), before) for o, r in zip(inactive, retired_by)], backdate=True)
-    sup_s = time.perf_counter() - t
-    out = {
-        "ingest_docs_per_s": round(n / add_s, 1),
-        "ingest_s": round(add_s, 2),
-        "warmup_add_s": round(warm_s, 3),
-        "fresh_memory_gbs": fresh,
-        "warmup_docs": m,
-        "ingest_docs_per_s_with_warmup": round(n / (add_s + warm_s), 1),
-        "supersede_s": round(sup_s, 2),
-    }
-    if ann:
-        t = time.perf_counter()
-        store.build_ann(min_docs=1)
-        out["ann_build_s"] = round(time.perf_counter() - t, 1)
-    store.close()
-    out["store_mb"] = round(_du(path) / 1e6, 1)
-    return out
 
 
 def _bm25_corpus(w, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

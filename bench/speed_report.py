@@ -67,7 +67,7 @@ def table(report: dict[str, Any]) -> str:
         b = r["build"]
         warm = f" (the process's first add, {b['warmup_docs']:,} documents into a scratch store, took {b['warmup_add_s']} s: with it, {b['ingest_docs_per_s_with_warmup']:,.0f} docs/s)" if "warmup_add_s" in b else ""
         if "fresh_memory_gbs" in b:
-            warm += f"; memory not used before filled at {b['fresh_memory_gbs']} GB/s (bench.speed.fresh_memory_gbs)"
+            warm += f"; memory not used before filled at {b['fresh_memory_gbs']} GB/s (bench.membw.fresh_memory_gbs)"
         lines.append(f"| {n} | ingest, embeddings supplied | | | | {b['ingest_docs_per_s']:,.0f} docs/s{warm}{ann_b} |")
         lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB{_resident_note(s)} |")
         for leg in ("mask", *LEXICAL_ROWS, "vector", "hybrid"):

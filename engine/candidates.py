@@ -1,4 +1,4 @@
-"""Candidate masks (DESIGN §2 step 1): the temporal rules and the filters.
+"""Candidate masks (docs/DESIGN.md §3.1): the temporal rules and the filters.
 
 Owns which documents a query may return: valid at ``as_of`` (dated at or before it, not
 superseded by then; undated ones only when ``as_of`` is None), then narrowed by a date range

@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument(
         "--baseline", choices=("bm25", "rrf-siblings"), default=None,
-        help="score a plain baseline instead of mempp (bench/baseline.py): bm25, or rrf-siblings (issue 18's BM25 + best-window vector, RRF 1/4, thread siblings)",
+        help="score a plain baseline instead of mempp (bench/baseline.py): bm25, or rrf-siblings (the simple baseline: BM25 + best-window vector, RRF 1/4, thread siblings)",
     )
     p.add_argument("--preset", default="default", help="settings to start from: default, paper (the reference's OrgMemBench recipe) or paper-locomo")
     p.add_argument("--no-stem", action="store_const", const=False, default=None, dest="stem", help="index without stemming")
@@ -586,7 +586,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         from mempp.bench.baseline import evaluate_baseline
 
-        # the baselines are defined with all-MiniLM-L6-v2 (issue 18), whatever mempp's default model
+        # the baselines are defined with all-MiniLM-L6-v2, whatever mempp's default model
         report = evaluate_baseline(
             args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder or "minilm", ranked_out=args.ranked_out
         )

@@ -24,7 +24,10 @@ the ONNX Runtime session, and the embedder protocol. It is the only module that 
 ``onnxruntime`` and ``tokenizers``, and only when a model is first loaded (``import mempp``
 loads neither).
 
-Never imports: store, ingest, reads, writes, mempp.storage.
+It takes one name from the storage layer, ``mempp.storage.fsutil.sha256_file`` (the package's one
+file-hashing helper), and nothing else of it.
+
+Never imports: store, ingest, reads, writes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from mempp.storage.fsutil import sha256_file
 
 from .errors import EmbedderError
 
@@ -116,10 +121,12 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (MINILM, BGE_SMALL)}
 # tuning splits and on every report corpus, for about 0.6 ms more per query (docs/quality.md).
 DEFAULT_MODEL = BGE_SMALL.name
 
+# What DEFAULT_MODEL is, spelled out: its model id and the sha256 of its two shipped files (the
+# model file's is what a new store's manifest records). They follow DEFAULT_MODEL; the hashes of
+# a given model are on its spec (MINILM.model_sha256, BGE_SMALL.tokenizer_sha256, ...).
 DEFAULT_MODEL_ID = MODELS[DEFAULT_MODEL].model_id
-# Kept for callers of the first release; they describe all-MiniLM-L6-v2.
-DEFAULT_MODEL_SHA256 = MINILM.model_sha256
-DEFAULT_TOKENIZER_SHA256 = MINILM.tokenizer_sha256
+DEFAULT_MODEL_SHA256 = MODELS[DEFAULT_MODEL].model_sha256
+DEFAULT_TOKENIZER_SHA256 = MODELS[DEFAULT_MODEL].tokenizer_sha256
 
 
 # The names ``--embedder`` takes on the command line: the shipped models' aliases and names,
@@ -149,14 +156,6 @@ def embed_queries(embedder: Embedder, texts: Sequence[str], **kwargs) -> np.ndar
     """Query vectors: ``embedder.embed_queries`` where it has one (a query instruction), else ``embed``."""
     fn = getattr(embedder, "embed_queries", None)
     return fn(texts, **kwargs) if callable(fn) else embedder.embed(texts, **kwargs)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -223,7 +222,7 @@ class OnnxEmbedder:
         for path, digest in ((model_path, model_sha256), (tokenizer_path, tokenizer_sha256)):
             if not path.is_file():
                 raise EmbedderError(f"{path}: no such file")
-            digests[path] = _sha256(path)
+            digests[path] = sha256_file(path)
             if digest is not None and digests[path] != digest:
                 raise EmbedderError(f"{path}: sha256 does not match the expected model file (damaged or replaced; reinstall mempp)")
 

@@ -1,4 +1,4 @@
-"""The lexical leg (DESIGN §2 step 2): BM25 over the full text, with thread context when asked.
+"""The lexical leg (docs/DESIGN.md §3.2): BM25 over the full text, with thread context when asked.
 
 Owns the BM25 constants, the per-thread scratch buffers of the scoring kernels, and the
 per-snapshot tables the MaxScore kernel reads (``kernels.maxscore``); the sparse accumulation

@@ -1,4 +1,4 @@
-"""The read path of one query (DESIGN §2): candidates, the three legs, fusion, reserve.
+"""The read path of one query (docs/DESIGN.md §3): candidates, the three legs, fusion, reserve.
 
 Owns :func:`run`, the glue that runs the stages in order and records the plan (``explain``).
 The stages live in their own modules: ``candidates`` (masks: the temporal rules and filters),

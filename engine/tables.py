@@ -1,11 +1,11 @@
 """Documents as Arrow tables: what ``mempp embed`` writes and ``Store.add`` reads back.
 
-A *document table* has one row per document and a column per field of DESIGN §1 that its
+A *document table* has one row per document and a column per field of docs/DESIGN.md §1 that its
 documents use (``id`` or ``key``, ``text``, ``author``, ``date``, ``thread``, ``channel``,
 ``source``, ``supersedes``); any other column is a caller field (kept in ``meta``), except:
 
 - ``extra``: a JSON object per row (or null) holding fields that are not columns; JSON Lines
-  read by :func:`records_table` keep every field outside DESIGN §1 there, verbatim, so a record
+  read by :func:`records_table` keep every field outside docs/DESIGN.md §1 there, verbatim, so a record
   goes through a table unchanged whatever its fields' types;
 - the embedding column (``embedding``: a fixed-size list of float32, one vector per document)
   and its window vectors (``embedding_windows``: a list of such vectors per document, for a
@@ -38,7 +38,7 @@ def is_table(obj: Any) -> bool:
 
 
 def records_table(records: Iterable[tuple[int, dict]]):
-    """A document table of JSON Lines records ``(line number, object)``: the DESIGN §1 fields as
+    """A document table of JSON Lines records ``(line number, object)``: the docs/DESIGN.md §1 fields as
     string columns (``supersedes``: a list of keys), every other field in ``extra`` as JSON, and
     the line numbers in ``_line``. A field of the wrong type raises :class:`ValidationError` naming the line."""
     import pyarrow as pa

@@ -1,4 +1,4 @@
-"""The tag leg (DESIGN §2 step 2): which authors a question names, and their candidate documents.
+"""The tag leg (docs/DESIGN.md §3.2): which authors a question names, and their candidate documents.
 
 Owns author-name matching (the exact label, the full name, a first or last name) and the
 unranked set of candidates those authors wrote (the planner orders them by BM25, date and

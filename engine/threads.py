@@ -8,7 +8,7 @@ candidate document (valid at ``as_of``, passing the filters) of a thread that ho
 ``SIBLING_SHARE`` (0.7) of the best fused score among its thread's other members, when that is
 above its own: near its best sibling, below it, among what fusion ranked there. Longer threads
 are left to thread context (``kernels.context``), which lifts a turn toward its neighbours'
-scores inside each leg. (Listing every sibling right after its hit, as issue 18's baseline does,
+scores inside each leg. (Listing every sibling right after its hit, as the simple baseline (``--baseline rrf-siblings``) does,
 was measured too and lost to this on both tuning sets: ``docs/quality.md``.)
 
 **Reserve.** The last ``RESERVE_SLOTS`` of the ``k`` slots go to the latest-dated documents of

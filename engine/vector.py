@@ -1,4 +1,4 @@
-"""The vector leg of one query (DESIGN §2 step 2): cosine top ``depth`` over the candidates, exactly.
+"""The vector leg of one query (docs/DESIGN.md §3.2): cosine top ``depth`` over the candidates, exactly.
 
 Owns the choice between the HNSW index and the exact scan per indexed range (a cost model),
 the int8 scan with its exact rescore and certificate, the float32 fallback, and the dense

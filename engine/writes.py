@@ -584,7 +584,7 @@ class WritePath:
         """The stored document ``row`` re-ingests, if any.
 
         Same author and whitespace-normalized text, and either the stored row is active
-        (DESIGN §1's rule; a key on both sides must be the same key) or it has the same key
+        (docs/DESIGN.md §2.2's rule; a key on both sides must be the same key) or it has the same key
         and the same date (an exact replay of a superseded version, so re-adding a file never
         brings an old decision back). Rows with different keys are different documents.
         """

@@ -18,7 +18,6 @@ Never imports: manifest, snapshot, writer, mempp.store.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import stat
@@ -30,7 +29,7 @@ import pyarrow as pa
 import xxhash
 
 from .errors import CorruptStoreError
-from .fsutil import create_new, fsync_file, write_all
+from .fsutil import create_new, fsync_file, sha256_file, write_all
 
 CHECKSUM = "xxh3"  # the manifest key of XXH3-64 (lower-case hex, as `xxhsum -H3` and xxhash.xxh3_64().hexdigest())
 READ_CHUNK = 8 << 20
@@ -100,16 +99,6 @@ def xxh3_file(path: Path) -> str:
             while n := f.readinto(buf):
                 h.update(memoryview(buf)[:n])
             return h.hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file (format-1 stores), read in blocks (hashlib releases the GIL)."""
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(1 << 20)
-        while n := f.readinto(buf):
-            h.update(memoryview(buf)[:n])
-    return h.hexdigest()
 
 
 def write_file(store: Path, name: str, data: bytes | memoryview, pending: list | None = None) -> FileRef:

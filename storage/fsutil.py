@@ -28,10 +28,11 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-CHUNK = 1 << 20
 SKIP = "skip"
 
 # Named steps of a commit, in order (storage/writer.py and manifest.py call failpoint() at each).
@@ -108,7 +109,7 @@ def _call(op: str, path: Path, **kw: object) -> object:
 
 
 _pool = None
-_pool_lock = None
+_pool_lock = threading.Lock()  # made at import, so two threads' first fsync_all cannot make two pools
 
 
 def fsync_all(files: list[tuple[int, Path]]) -> None:
@@ -164,14 +165,10 @@ def fsync_dirs(paths: list[Path]) -> None:
             raise exc
 
 
-def _executor():
-    global _pool, _pool_lock
+def _executor() -> ThreadPoolExecutor:
+    """The fsync pool, made on first use (double-checked under the import-time lock)."""
+    global _pool
     if _pool is None:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        if _pool_lock is None:
-            _pool_lock = threading.Lock()
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mempp-fsync")
@@ -241,14 +238,8 @@ def sha256_bytes(data: bytes | memoryview) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB blocks (hashlib releases the GIL: hash files in threads)."""
-    h = hashlib.sha256()
+    """sha256 of a file, as hex: the one file-hashing helper of the package (format-1 stores'
+    files here, the shipped model files in ``mempp.embedder``). ``hashlib.file_digest`` reads it in
+    blocks and hashlib releases the GIL while it hashes, so files can be hashed in threads."""
     with open(path, "rb", buffering=0) as f:
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()

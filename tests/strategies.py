@@ -127,7 +127,7 @@ def histories(draw, max_ops: int = 5, max_batch: int = 4, provenance: bool = Fal
     (and whitespace-only keyless texts, which are skipped). A re-add of an existing key
     either changes the text (a new version) or is an exact replay (same text, author and
     date) of one of the key's stored versions: its newest while still active, which is an
-    idempotent re-ingest by DESIGN §1 and by the store's rule alike, or a superseded one,
+    idempotent re-ingest by docs/DESIGN.md §2.2 and by the store's rule alike, or a superseded one,
     which the store's rule (README, *Write rules*) also takes as a re-ingest: replaying a
     file never brings an old decision back. ``provenance``: documents get threads and channels.
     """

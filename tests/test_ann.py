@@ -89,7 +89,7 @@ def test_damaged_index_is_dropped_and_the_scan_is_exact(store, tmp_path):
         assert hits[0].doc_id == 7 or float(emb[hits[0].doc_id] @ emb[7]) >= float(emb[7] @ emb[7]) - 1e-6
 
 
-# --- ANN in real use: supersessions, filters, time travel (issue 22, item 6) --------------------------
+# --- ANN in real use: supersessions, filters, time travel --------------------------------------------
 ORG_N = 20_000  # indexed documents (the first commit)
 ORG_DAY0 = np.datetime64("2021-01-01")
 

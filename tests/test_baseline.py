@@ -1,4 +1,5 @@
-"""The issue-18 baselines (bench/baseline.py) and the REALTALK converter, on small hand-made data."""
+"""The plain baselines (bench/baseline.py: BM25 alone, and BM25 + best-window vector fused 1:4 with
+thread siblings) and the REALTALK converter, on small hand-made data."""
 
 from __future__ import annotations
 

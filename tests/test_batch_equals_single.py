@@ -141,7 +141,7 @@ def test_batch_equals_single_under_every_option(tmp_path_factory, history, data)
 
 
 def test_blank_questions_have_no_hits_in_either_path(tmp_path):
-    """Issue 22, item 1: a blank question is not embedded: no hits, whether asked alone or in a batch."""
+    """A blank question is not embedded: no hits, whether asked alone or in a batch."""
     docs = [{"id": f"d{i}", "text": f"budget review item{i}", "author": AUTHORS[i % 3], "date": "2023-01-02"} for i in range(30)]
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as store:
         store.add(docs)

@@ -190,7 +190,7 @@ def test_context_max_mode(c):
     np.testing.assert_allclose(every, [want[int(d)] for d in ids], atol=1e-9)
 
 
-# --- the legs with thread context against a dense recomputation (issue 22, item 3) ----------------
+# --- the legs with thread context against a dense recomputation ---------------------------------
 K1, B = 1.2, 0.75
 VOCAB = [f"w{i}" for i in range(40)]
 CTX_DIM = 16

@@ -1,4 +1,4 @@
-"""mempp.distributed on a real local Ray cluster (issue 19): what it computes equals one process's.
+"""mempp.distributed on a real local Ray cluster: what it computes equals one process's.
 
 One Ray cluster per test process (``ray.init(num_cpus=2)``); the tests are few and small, and
 slow (Ray starts its processes, actors load the store or the model). The oracles: ``Store.add``'s

@@ -45,3 +45,31 @@ def test_every_documented_default_is_the_code_s():
             assert normal(sig.parameters[key].default) == normal(value), f"{name}({key}=...): docs say {value!r}, code {sig.parameters[key].default!r}"
             checked += 1
     assert checked >= 40
+
+
+DESIGN = ROOT / "docs" / "DESIGN.md"
+CITED = ("engine", "storage", "kernels", "bench", "tests", "docs")
+
+
+def design_sections() -> set[str]:
+    """The numbers of docs/DESIGN.md's sections (``## 3. Read path`` -> "3", ``### 3.4 Fusion`` -> "3.4")."""
+    return {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", DESIGN.read_text(), re.M)}
+
+
+def test_every_design_citation_names_a_section_of_docs_design():
+    sections = design_sections()
+    assert {str(n) for n in range(1, 9)} <= sections  # data model .. access
+    files = [ROOT / "README.md"] + [p for folder in CITED for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md")]
+    bad, cited = [], 0
+    for path in files:
+        text = path.read_text(errors="replace")
+        where = path.relative_to(ROOT)
+        for m in re.finditer(r"DESIGN(?:\.md)?[`\]()\w./]*\s*((?:§\s*[\d.–-]+(?:,\s*)?)+)", text):
+            cited += 1
+            for number in re.split(r"[–-]|,?\s*§\s*", m.group(1)):
+                number = number.strip(" ,.")
+                if number and number not in sections:
+                    bad.append(f"{where}: §{number}")
+            if "DESIGN.md" not in m.group(0):
+                bad.append(f"{where}: '{m.group(0)}' (cite docs/DESIGN.md, the file)")
+    assert cited >= 15 and not bad, bad

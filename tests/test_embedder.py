@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import mempp
-from mempp.embedder import BGE_SMALL, DEFAULT_MODEL, MINILM, MODELS, _sha256, embed_queries, model_spec
+from mempp.embedder import (
+    BGE_SMALL, DEFAULT_MODEL, DEFAULT_MODEL_ID, DEFAULT_MODEL_SHA256, DEFAULT_TOKENIZER_SHA256, MINILM, MODELS, embed_queries, model_spec,
+)
+from mempp.storage.fsutil import sha256_file
 
 KNOWN = {
     "The uptime SLA was raised to 99.95% in October.":
@@ -156,8 +159,14 @@ def test_bge_window_is_512_tokens(bge):
 def test_shipped_files_match_their_hashes():
     for spec in MODELS.values():
         model, tokenizer = spec.files()
-        assert _sha256(model) == spec.model_sha256 and _sha256(tokenizer) == spec.tokenizer_sha256
+        assert sha256_file(model) == spec.model_sha256 and sha256_file(tokenizer) == spec.tokenizer_sha256
     assert BGE_SMALL.files()[0].stat().st_size == 34_014_426
+
+
+def test_default_model_constants_describe_the_default_model():
+    spec = MODELS[DEFAULT_MODEL]
+    assert (DEFAULT_MODEL_ID, DEFAULT_MODEL_SHA256, DEFAULT_TOKENIZER_SHA256) == (spec.model_id, spec.model_sha256, spec.tokenizer_sha256)
+    assert spec is BGE_SMALL and DEFAULT_MODEL_SHA256 != MINILM.model_sha256
 
 
 @pytest.mark.parametrize("which", [0, 1])

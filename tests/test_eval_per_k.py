@@ -1,4 +1,4 @@
-"""``mempp eval`` asks every question once per k and scores each k on its own answer (issue 24).
+"""``mempp eval`` asks every question once per k and scores each k on its own answer.
 
 With the latest-date reserve the last 3 of the k slots go to the latest-dated matched documents,
 so the answer to ``k=4`` is not the first 4 hits of the answer to ``k=10``. The oracle here is

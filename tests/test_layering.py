@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN §5: engine -> storage -> kernels -> numpy, numba."""
+"""The layout of docs/DESIGN.md §7: engine -> storage -> kernels -> numpy, numba."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_kernels_import_only_numpy_and_numba():
 
 def test_storage_imports_no_engine():
     mods = imports("storage")
-    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (DESIGN §5); xxhash: file checksums
+    assert top(mods) <= {"numpy", "pyarrow", "pyroaring", "snowballstemmer", "hnswlib", "xxhash", "mempp"}  # hnswlib: ANN index files (docs/DESIGN.md §4.4); xxhash: file checksums
     assert all(m.startswith("mempp.kernels") or m.startswith("mempp.storage") for m in mods if m.startswith("mempp"))
 
 
@@ -96,7 +96,7 @@ def test_read_path_stages_import_only_earlier_stages():
 
 
 # Every module of the three layers opens with a docstring that says what it owns and ends with
-# one line naming what it must never import (issue 21: modules a newcomer can read in one sitting).
+# one line naming what it must never import (so that a newcomer can read each module in one sitting).
 PACKAGES = {"engine": "mempp", "storage": "mempp.storage", "kernels": "mempp.kernels"}
 NEVER = re.compile(r"^Never imports: ([A-Za-z0-9_.]+(?:, [A-Za-z0-9_.]+)*)\.$")
 
@@ -217,3 +217,78 @@ def test_opening_a_store_and_a_query_do_not_load_pandas(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "s")], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["3", "False"], out
+
+
+# No import cycles among the modules of engine/, storage/, kernels/ and bench/, counting the
+# imports inside functions too: a lazy import breaks the cycle at import time but not for the
+# reader, who must then understand both modules before either (as bench/speed.py and
+# bench/distributed.py once did: the shared piece, the workload's store, now lives in workload.py).
+FOLDERS = {**PACKAGES, "bench": "mempp.bench"}
+
+
+def module_graph(folders: dict[str, str], root: Path = ROOT) -> dict[str, set[str]]:
+    """Module name -> the modules of ``folders`` it imports anywhere in its code (a package's
+    ``__init__`` is the package's own name)."""
+    files = {}
+    for folder, package in folders.items():
+        for path in sorted((root / folder).glob("*.py")):
+            files[package if path.stem == "__init__" else f"{package}.{path.stem}"] = (path, package)
+    return {name: {m for m in imported_names(path, package) if m in files and m != name} for name, (path, package) in files.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_no_import_cycles_among_the_modules():
+    cycles = import_cycles(module_graph(FOLDERS))
+    assert not cycles, "modules that import each other (directly or through others): " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_import_cycles_are_found_inside_functions_too(tmp_path):
+    # Planted: a imports b at the top, b imports a inside a function, c imports a alone.
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "a.py").write_text("from .b import run\n")
+    (tmp_path / "bench" / "b.py").write_text("def run():\n    from .a import x\n")
+    (tmp_path / "bench" / "c.py").write_text("from mempp.bench import a\n")
+    graph = module_graph({"bench": "mempp.bench"}, tmp_path)
+    assert graph == {"mempp.bench.a": {"mempp.bench.b"}, "mempp.bench.b": {"mempp.bench.a"}, "mempp.bench.c": {"mempp.bench.a"}}
+    assert import_cycles(graph) == [["mempp.bench.a", "mempp.bench.b"]]

@@ -3,7 +3,7 @@
 Each case runs in a fresh interpreter, since numba picks a function's cache directory when the
 function is decorated (at import). Without ``kernels/_numba_cache.py`` the cache lands in the
 package's own ``__pycache__``, which after ``pip install .`` then ``pip install -e .`` shadows the
-editable install (issue: the README's two set-up lines run in order broke every import).
+editable install (the README's two set-up lines, run in order, once broke every import that way).
 """
 
 from __future__ import annotations

@@ -80,11 +80,11 @@ OPTIONS = [
     {"weights": (1, 1, 4), "context_mode": "sum", "context_length": 5},
     {"legs": ["lexical", "tag"]},
     {"legs": ["vector"]},
-    {"siblings": 0, "reserve_rule": "paper"},  # issue 18's stage off: the paper's pipeline
+    {"siblings": 0, "reserve_rule": "paper"},  # the thread stage and reserve rule off: the paper's pipeline
     {"siblings": 0},
     {"siblings": 3, "reserve_rule": "paper"},
     {"siblings": 40, "context": ()},
-    {"feedback": 0, "tag_rank": "lexical"},  # issue 18's second round off: the vector leg scans once
+    {"feedback": 0, "tag_rank": "lexical"},  # feedback and the fused tag order off: the vector leg scans once
     {"feedback": 10, "context": ()},
     {"feedback": 1, "legs": ["vector"], "k": 30},
 ]

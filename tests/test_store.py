@@ -52,7 +52,7 @@ def test_a_revert_with_a_new_date_is_a_new_version(store):
 
 
 def test_same_text_of_an_active_row_is_the_same_document_whatever_its_date(store):
-    # DESIGN §1: identical text of an active row of the same author -> the existing doc id.
+    # docs/DESIGN.md §2.2: identical text of an active row of the same author -> the existing doc id.
     assert store.add([{"id": "a", "text": "budget approved", "author": "B", "date": "2022-01-01"}]) == [0]
     assert store.add([{"id": "a", "text": "budget approved", "author": "B", "date": "2022-05-01"}]) == [0]
     assert store.add([{"text": "x y", "id": "k"}, {"text": "x  y", "id": "k", "date": "2020-01-01"}]) == [1, 1]

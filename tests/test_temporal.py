@@ -1,4 +1,4 @@
-"""Temporal semantics (DESIGN §1–2): which documents are candidates at a given ``as_of``.
+"""Temporal semantics (docs/DESIGN.md §2): which documents are candidates at a given ``as_of``.
 
 A plain-Python model of the rules is checked against a real ``mempp.Store``:
 

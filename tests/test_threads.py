@@ -86,7 +86,7 @@ def test_small_threads_follow_a_hit_long_ones_do_not(tmp_path):
 
 
 def test_reserve_spends_slots_only_on_relevant_documents(tmp_path):
-    """Issue 18: with k <= 3 every slot is a reserve slot; "Thanks!" must not take one."""
+    """With k <= 3 every slot is a reserve slot; a weak lexical match ("Thanks!") must not take one."""
     with _store(tmp_path) as s:
         relevant = s.query("where is the payments cluster?", k=3)
         assert "thanks" not in [h.key for h in relevant]

@@ -249,7 +249,7 @@ def test_int8_batch_scan(benchmark, corpus, tiled):
 def workload_store(tmp_path_factory):
     """20,000 documents of the speed workload (bench/workload.py) in a store."""
     import mempp
-    from mempp.bench.speed import build
+    from mempp.bench.workload import build
     from mempp.bench.workload import load
 
     path = tmp_path_factory.mktemp("w") / "s"

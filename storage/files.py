@@ -28,6 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import xxhash
 
+from .aside import set_aside
 from .errors import CorruptStoreError
 from .fsutil import create_new, fsync_file, sha256_file, write_all
 
@@ -130,8 +131,6 @@ def _write_new(store: Path, name: str, write, pending: list | None = None) -> Fi
     add it to ``pending``); its reference."""
     path = store / name
     if os.path.lexists(path):  # left by a write that failed before publishing: kept, never overwritten
-        from .recovery import set_aside
-
         set_aside(store, [name], "a new file of this name was about to be written")
     fd = create_new(path)
     try:

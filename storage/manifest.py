@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .aside import MANIFESTS, SEGMENTS
 from .errors import CorruptStoreError, StoreError
 from .files import CHECKSUM, FileRef, Vanished, write_file, xxh3_bytes
 from .fsutil import close_all, failpoint, fsync_all, fsync_dir, fsync_dirs, sha256_bytes
@@ -40,8 +41,6 @@ from .fsutil import replace as fsutil_replace
 FORMAT = 2
 READS = (1, 2)
 CURRENT = "CURRENT"
-MANIFESTS = "manifests"
-SEGMENTS = "segments"
 CHECKPOINT_EVERY = 32  # versions between checkpoints: a reader reads at most this many deltas
 SEAL_HISTORY = 256  # history entries a checkpoint carries before they are sealed into a file of their own
 

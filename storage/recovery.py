@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
@@ -38,24 +37,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
+from .aside import LOST, file_number, set_aside, strays
 from .errors import CorruptStoreError, StoreError
 from .files import CHECKSUM, Checks, Vanished, write_file, write_table_file, xxh3_bytes
-from .fsutil import close_all, fsync_all, fsync_dir, fsync_dirs, mkdir
+from .fsutil import close_all, fsync_all, fsync_dir
 from .fsutil import replace as fs_replace
 from .manifest import CURRENT, MANIFESTS, SEGMENTS, Ann, Entry, State, Unit, commit_version, read_pointer, read_state
 from .manifest import read_version_file, version_name
 
-LOST = "lost+found"
 DERIVED = ("post", "index", "q8")  # made again from a segment's text and embeddings
-_NUMBER = re.compile(r"[0-9]{8}")
 _VERSION_FILE = re.compile(r"([0-9]{8})\.json")
-
-
-def file_number(rel: str) -> int:
-    """The newest version number written into a store file's name (0 for none): a commit's files
-    carry its version, a merge's the last version it joins, a repair's its own."""
-    found = _NUMBER.findall(rel.rsplit("/", 1)[-1])
-    return max((int(x) for x in found), default=0)
 
 
 def disk_versions(store: Path) -> list[int]:
@@ -200,56 +191,6 @@ def verify(store: Path) -> dict:
         "problems": [p.to_json() for p in problems],
         "newest_whole": best,
     }
-
-
-def strays(store: Path, state: State | None) -> list[str]:
-    """Files in ``segments/`` and ``manifests/`` that ``state`` does not name, and temporary files."""
-    keep = state.names() if state is not None else set()
-    out = []
-    for d in (store, store / SEGMENTS, store / MANIFESTS):
-        try:
-            entries = list(os.scandir(d))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for e in entries:
-            rel = _rel(store, e.path)
-            if d == store:
-                if e.name.startswith(".") and ".tmp-" in e.name:
-                    out.append(rel)
-            elif rel not in keep and not (state is not None and state.format == 1 and d.name == MANIFESTS
-                                          and file_number(rel) <= state.version):
-                out.append(rel)
-    return sorted(out)
-
-
-def set_aside(store: Path, names: list[str], why: str) -> str | None:
-    """Move ``names`` (relative to the store) into a new folder of ``lost+found/``, keeping their
-    paths, with a note saying why; returns the folder (relative), or None when there was nothing."""
-    names = [n for n in names if os.path.lexists(store / n)]
-    if not names:
-        return None
-    mkdir(store / LOST)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    folder, i = f"{LOST}/{stamp}", 1
-    while os.path.lexists(store / folder):
-        i += 1
-        folder = f"{LOST}/{stamp}-{i}"
-    os.mkdir(store / folder)
-    for n in names:
-        dst = store / folder / n
-        if not dst.parent.is_dir():
-            os.makedirs(dst.parent)
-        fs_replace(store / n, dst)
-    note = json.dumps({"why": why, "moved": names, "at": stamp}, indent=1).encode()
-    pending: list = []
-    try:
-        write_file(store, f"{folder}/NOTE.json", note, pending)
-        fsync_all(pending)
-    finally:
-        close_all(pending)
-    fsync_dirs(sorted({store / n.rsplit("/", 1)[0] for n in names if "/" in n}) + [store / folder, store / LOST])
-    fsync_dir(store)
-    return folder
 
 
 def point_to(store: Path, state: State) -> None:

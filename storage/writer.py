@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from .aside import file_number, set_aside, strays
 from .errors import StoreWriteError
 from .files import FileRef, write_file, write_table_file
 from .fsutil import FsyncError, close_all, failpoint, fsync_dir, mkdir
@@ -269,7 +270,6 @@ def clean_strays(store: Path, state: State | None) -> list[str]:
     stay until the last mapping goes.
     """
     from .fsutil import unlink
-    from .recovery import file_number, set_aside, strays
 
     names = strays(store, state)
     if not names:

@@ -33,7 +33,6 @@ import io
 import json
 import os
 import shutil
-import stat
 import warnings
 from pathlib import Path
 

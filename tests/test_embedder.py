@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -116,11 +118,20 @@ def bge():
 def test_bge_known_vectors(bge):
     assert (bge.model_id, bge.dim, bge.max_tokens, bge.pooling) == (BGE_SMALL.model_id, 384, 512, "cls")
     assert bge.model_sha256 == BGE_SMALL.model_sha256
+    # The values were recorded where ONNX Runtime's int8 matrix products use VNNI. Without it (AVX2
+    # only, e.g. AMD EPYC) ONNX Runtime multiplies u8 by s8 with vpmaddubsw, whose 16-bit pair sums
+    # saturate: components move by up to 1.4e-3 there (seen on this project's AVX2 machine).
+    atol = 1e-3 if _cpu_has_vnni() else 2e-3
     docs = bge.embed(list(BGE_DOCS))
-    np.testing.assert_allclose(docs[:, :8], np.array(list(BGE_DOCS.values())), atol=1e-3)
+    np.testing.assert_allclose(docs[:, :8], np.array(list(BGE_DOCS.values())), atol=atol)
     np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
     queries = bge.embed_queries(list(BGE_QUERIES))
-    np.testing.assert_allclose(queries[:, :8], np.array(list(BGE_QUERIES.values())), atol=1e-3)
+    np.testing.assert_allclose(queries[:, :8], np.array(list(BGE_QUERIES.values())), atol=atol)
+
+
+def _cpu_has_vnni() -> bool:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 @pytest.mark.model

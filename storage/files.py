@@ -131,7 +131,10 @@ def _write_new(store: Path, name: str, write, pending: list | None = None) -> Fi
     add it to ``pending``); its reference."""
     path = store / name
     if os.path.lexists(path):  # left by a write that failed before publishing: kept, never overwritten
-        set_aside(store, [name], "a new file of this name was about to be written")
+        if ".tmp-" in name:
+            os.unlink(path)  # a temporary file is never data
+        else:
+            set_aside(store, [name], "a new file of this name was about to be written")
     fd = create_new(path)
     try:
         sink = _HashingSink(fd, path)

@@ -16,10 +16,10 @@ promise when something on disk is lost or damaged:
   ``CURRENT`` or a version file is lost or damaged, and rebuilds damaged or missing derived files
   as a new version. What it sets aside goes to ``lost+found/`` inside the store; nothing is deleted.
 
-:func:`set_aside` is also how the writer clears what an interrupted write left behind whenever
-that may be committed data (``writer.clean_strays``).
+What is set aside goes through ``aside.set_aside``, as the writer's own clearing of what an
+interrupted write left does (``writer.clean_strays``).
 
-Owns: lost+found, file numbers, whole versions, verify and repair.
+Owns: whole versions, verify, repair and salvage.
 
 Never imports: mempp.store, mempp.writes.
 """
@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 
-from .aside import LOST, file_number, set_aside, strays
+from .aside import file_number, set_aside, strays
 from .errors import CorruptStoreError, StoreError
 from .files import CHECKSUM, Checks, Vanished, write_file, write_table_file, xxh3_bytes
 from .fsutil import close_all, fsync_all, fsync_dir
@@ -62,8 +62,9 @@ def holds_data(store: Path) -> bool:
     """Whether ``segments/`` or ``manifests/`` holds anything (a store that has written files)."""
     for d in (SEGMENTS, MANIFESTS):
         try:
-            if any(True for _ in os.scandir(store / d)):
-                return True
+            with os.scandir(store / d) as entries:
+                if next(entries, None) is not None:
+                    return True
         except (FileNotFoundError, NotADirectoryError):
             continue
     return False
@@ -101,13 +102,19 @@ def file_kinds(state: State) -> dict[str, str]:
     return out
 
 
-def check_files(store: Path, state: State) -> list[Problem]:
-    """Each file ``state`` names checked against its size and checksum."""
+def check_files(store: Path, state: State, seen: dict | None = None) -> list[Problem]:
+    """Each file ``state`` names checked against its size and checksum. ``seen``: results of
+    earlier checks by (name, checksum), kept and reused (versions share most of their files)."""
+    seen = {} if seen is None else seen
     refs = [f for u in state.units for f in u.files.values()] + [a.file for a in state.anns] + list(state.sealed)
+    todo = [r for r in refs if (r.name, r.digest[1]) not in seen]
+    with Checks(store, todo) as checks:
+        failed = checks.failures()
+    seen.update({(r.name, r.digest[1]): failed.get(r.name) for r in todo})
     kinds = file_kinds(state)
     out = []
-    with Checks(store, refs) as checks:
-        for name, exc in sorted(checks.failures().items()):
+    for name, exc in sorted({r.name: seen[(r.name, r.digest[1])] for r in refs}.items()):
+        if exc is not None:
             kind = kinds.get(name)
             derived = kind in DERIVED or kind == "ann"
             missing = isinstance(exc, Vanished)
@@ -116,14 +123,10 @@ def check_files(store: Path, state: State) -> list[Problem]:
     return out
 
 
-def whole(store: Path, state: State) -> bool:
-    """Whether every primary file of ``state`` matches its record (derived ones can be made again)."""
-    return not any(p.kind != "derived" for p in check_files(store, state))
-
-
 def newest_whole(store: Path, below: int | None = None) -> tuple[State | None, list[Problem]]:
     """The newest version on disk (at most ``below``) that reads whole, and why each newer one did not."""
     why: list[Problem] = []
+    seen: dict = {}
     for v in disk_versions(store):
         if below is not None and v > below:
             continue
@@ -135,7 +138,7 @@ def newest_whole(store: Path, below: int | None = None) -> tuple[State | None, l
         except StoreError as exc:
             why.append(Problem(version_name(v), str(exc), "version"))
             continue
-        bad = [p for p in check_files(store, state) if p.kind != "derived"]
+        bad = [p for p in check_files(store, state, seen) if p.kind != "derived"]
         if not bad:
             return state, why
         why.extend(Problem(p.file, f"{p.problem} (named by version {v})", p.kind) for p in bad)
@@ -447,6 +450,6 @@ def _rebuild_derived(store: Path, state: State) -> str | None:
 
 
 __all__ = [
-    "LOST", "Problem", "check_files", "disk_versions", "file_number", "holds_data", "newest_whole", "point_to",
-    "repair", "set_aside", "strays", "verify", "whole",
+    "Problem", "check_files", "disk_versions", "holds_data", "newest_whole", "point_to",
+    "repair", "salvage", "verify",
 ]

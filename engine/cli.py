@@ -231,21 +231,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    import os
+
     from .progress import ProgressBar
     from .store import Store
 
     embedder = _embedder(args.embedder) if args.embedder else None
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
+    _input_file(args.file)  # a file that cannot be read fails before a store is opened, or created
+    # A new store is created only for a file whose every record passes: no empty store is left behind.
+    n = None if os.path.lexists(args.store) else _check_records(None, args.file, args.batch_size, quiet=args.quiet)
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
-        n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
-        total = added = dups = skipped = 0
-        first_version = store.version
+        if n is None:
+            n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
+        added = dups = skipped = 0  # what this process's own commits did (Store.add's Added), whatever others commit
+        mine: list[int] = []  # the versions this process committed
         done_where: str | None = None
         column = args.embeddings_column
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
             for where, batch in _records(args.file, args.batch_size, tables=column is not None):
-                before = len(store)
                 try:
                     if column is None:
                         ids = store.add(batch, progress=bar)
@@ -255,18 +260,33 @@ def cmd_add(args: argparse.Namespace) -> int:
                 except MemppError as exc:
                     if done_where is None:
                         raise
+                    done = f"committed (versions {mine[0]}-{mine[-1]})" if mine else "already stored"
                     raise type(exc)(
-                        f"records up to {done_where} were committed (versions {first_version + 1}-{store.version}); "
-                        f"from {where[0]} nothing was: {exc}. Running the same command again adds only what is missing"
+                        f"records up to {done_where} were {done}; from {where[0]} nothing was committed: {exc}. "
+                        "Running the same command again adds only what is missing"
                     ) from exc
-                total += len(where)
-                added += len(store) - before
-                skipped += sum(1 for i in ids if i is None)
-                dups += sum(1 for i in ids if i is not None) - (len(store) - before)
+                added += ids.new
+                dups += ids.existing
+                skipped += ids.skipped
+                if ids.new:
+                    mine.append(store.version)
                 done_where = where[-1]
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
               f"{len(store)} documents at version {store.version}")
     return 0
+
+
+def _input_file(path: str) -> None:
+    """Refuse, naming it, an input file that does not exist or cannot be read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{path}: is a directory, not a file of documents") from None
+    except PermissionError:
+        raise ValidationError(f"{path}: cannot be read (permission denied)") from None
 
 
 def _records(path: str, batch_size: int, tables: bool = False):
@@ -277,9 +297,9 @@ def _records(path: str, batch_size: int, tables: bool = False):
 
 def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
     """Check every record of ``path`` as ``Store.add`` would, before anything is committed: each
-    record's fields, and that every ``supersedes`` names a document stored or earlier in the file.
-    Reads the file once, a batch at a time (memory: one batch, and the file's keys). Returns the
-    number of records."""
+    record's fields, and that every ``supersedes`` names a document stored or earlier in the file
+    (``store`` None: a store yet to be created, holding nothing). Reads the file once, a batch at
+    a time (memory: one batch, and the file's keys). Returns the number of records."""
     from .errors import DocumentNotFound
     from .ingest import prepare_batch
     from .progress import ProgressBar
@@ -289,7 +309,7 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
     with ProgressBar(None, "check", enabled=not quiet) as bar:
         for where, batch in _records(path, batch_size):
             try:
-                rows, _ = prepare_batch(batch, None, store.dim)
+                rows, _ = prepare_batch(batch, None, None if store is None else store.dim)
             except ValidationError as exc:
                 if exc.record is None:
                     raise
@@ -302,6 +322,8 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
                         raise ValidationError(f"{where[i]}: field 'supersedes': a document cannot supersede itself")
                     if target not in keys:
                         try:
+                            if store is None:
+                                raise DocumentNotFound(target)
                             store.get(target)
                         except DocumentNotFound:
                             raise ValidationError(f"{where[i]}: field 'supersedes': no document with id {target!r}") from None

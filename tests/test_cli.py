@@ -130,3 +130,41 @@ def test_query_batch_file(tmp_path, corpus):
     assert table.num_rows == 4 and "rank_lexical" in table.column_names
     proc = mempp("query", str(store), check=False)
     assert proc.returncode == 1 and "question is needed" in proc.stderr
+
+
+def test_two_add_processes_print_what_each_committed(tmp_path):
+    """Two ``mempp add`` processes on one store at once: each prints the counts of its own
+    commits, whatever the other committed before or meanwhile (the same file twice: one
+    stores it, the other finds it stored; two files: each its own)."""
+    same = tmp_path / "same.jsonl"
+    same.write_text("".join(json.dumps({"id": f"d{i}", "text": f"document number {i}", "author": "Ann"}) + "\n" for i in range(60)))
+    parts = []
+    for name in ("a", "b"):
+        p = tmp_path / f"{name}.jsonl"
+        p.write_text("".join(json.dumps({"id": f"{name}{i}", "text": f"{name} note {i}"}) + "\n" for i in range(100))
+                     + json.dumps({"text": "  "}) + "\n" + json.dumps({"id": f"{name}0", "text": f"{name} note 0"}) + "\n")
+        parts.append(p)
+    counts = re.compile(r": (\d+) added, (\d+) already stored, (\d+) empty skipped; (\d+) documents")
+
+    def both(store, first, second, *extra):
+        cmd = [sys.executable, "-m", "mempp", "add", str(store)]
+        procs = [subprocess.Popen([*cmd, str(f), "--embedder", "hash", "--quiet", "--wait", "120", *extra],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in (first, second)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+        got = [tuple(int(x) for x in counts.search(o[0]).groups()) for o in outs]
+        with mempp_store(store) as s:
+            return got, len(s)
+
+    got, n = both(tmp_path / "same.mempp", same, same)
+    assert sorted(g[:3] for g in got) == [(0, 60, 0), (60, 0, 0)] and n == 60
+
+    got, n = both(tmp_path / "ab.mempp", *parts, "--batch-size", "7")
+    assert [g[:3] for g in got] == [(100, 1, 1), (100, 1, 1)] and n == 200  # the last line repeats the first
+    assert max(g[3] for g in got) == 200
+
+
+def mempp_store(path):
+    import mempp as api
+
+    return api.Store.open(path, read_only=True)

@@ -431,3 +431,27 @@ def test_stats_counts_a_file_removed_while_it_is_walked_as_gone(tmp_path, monkey
         monkeypatch.setattr(store_module.os, "scandir", listing_then_removal)
         got = s.stats()
         assert got["bytes_on_disk"] == full - 2000 and got["documents"] == 1
+
+
+def test_add_counts_what_each_call_committed_when_threads_share_a_commit(tmp_path):
+    """Calls of several threads coalesce into one commit; each call's ``Added`` still counts
+    its own documents: one stored by an earlier call of the same commit is ``existing``."""
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
+        s.add([{"text": "stored before"}])
+        barrier = threading.Barrier(8)
+        got: list = [None] * 8
+
+        def work(t: int) -> None:
+            barrier.wait()
+            got[t] = s.add([{"text": f"own {t}"}, {"text": "shared by all"}, {"text": "stored before"}, {"text": " "}])
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(isinstance(g, mempp.Added) and g.new + g.existing + g.skipped == 4 and g.skipped == 1 for g in got)
+        assert sum(g.new for g in got) == len(s) - 1 == 9  # each own text, and the shared one once
+        assert sorted(g.new for g in got) == [1] * 7 + [2]
+        again = s.add([{"text": "own 0"}, {"text": "brand new"}])
+        assert (again.new, again.existing, again.skipped) == (1, 1, 0) and again == [got[0][0], 10]

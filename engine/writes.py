@@ -146,8 +146,12 @@ class WritePath:
                 f"expected an iterable of records (a list of dicts), got a single {type(docs).__name__}; wrap it in a list",
                 field="docs",
             )
+        try:
+            records = iter(docs)
+        except TypeError:
+            raise ValidationError(f"expected an iterable of records (a list of dicts), got {type(docs).__name__}", field="docs") from None
         with _CyclicGCPaused():
-            docs = list(docs)
+            docs = list(records)
             if len(docs) >= BIG_BATCH:
                 with self._write_mutex:
                     return self._add(docs, embeddings, batch_size, progress, windows)

@@ -1,6 +1,7 @@
 """The ``mempp`` command: a thin adapter over the Python API.
 
-Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage.
+Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage; 141 (quietly)
+when the reader of its output went away, as with ``mempp stats S | head -1``.
 
 Owns the command line: the parser of every subcommand, the translation of flags into calls of
 :class:`Store` (and a few helpers of the read and ingest paths), what is printed, and the exit
@@ -227,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    # each command's own parser (parse_args reads a command's arguments with it, intermixed); bench parses its own
+    parser.commands = {name: p for name, p in sub.choices.items() if name != "bench"}  # type: ignore[attr-defined]
     return parser
 
 
@@ -613,13 +616,34 @@ COMMANDS = {
     "bench": cmd_bench,
 }
 
+# A command whose reader goes away (``mempp stats S | head -1``) stops quietly with the status a
+# shell gives a tool that SIGPIPE ended (128 + 13), as ``cat`` or ``seq`` would.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # its options are its own (argparse REMAINDER drops a leading --option)
-        return cmd_bench(argparse.Namespace(rest=argv[1:]))
-    args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        return _broken_pipe()
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["bench"]:  # its options are its own (argparse REMAINDER drops a leading --option)
+        rc = cmd_bench(argparse.Namespace(rest=argv[1:]))
+        sys.stdout.flush()
+        return rc
+    try:
+        args = parse_args(build_parser(), argv)
+    except SystemExit:
+        sys.stdout.flush()  # --help into a pipe already closed: caught in main
+        raise
+    try:
+        rc = COMMANDS[args.command](args)
+        sys.stdout.flush()  # what is still buffered is written here, where a closed pipe is caught
+        return rc
+    except BrokenPipeError:
+        raise
     except (MemppError, OSError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"mempp: error: {msg}", file=sys.stderr)
@@ -627,6 +651,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mempp: interrupted", file=sys.stderr)
         return 130
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command line, options and positionals in any order (``mempp query S --k 1 "question"``
+    as ``mempp query S "question" --k 1``): a command's arguments are read by its own parser,
+    intermixed (argparse's ``parse_intermixed_args``), which the top parser cannot do."""
+    command = parser.commands.get(argv[0]) if argv else None
+    if command is None:
+        return parser.parse_args(argv)  # no command, an unknown one, or --help: the top parser's answer
+    args = command.parse_intermixed_args(argv[1:])
+    args.command = argv[0]
+    return args
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away: no message, no traceback, and nothing more written (what
+    is still buffered goes to /dev/null when the interpreter exits)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in tests)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -168,3 +168,88 @@ def mempp_store(path):
     import mempp as api
 
     return api.Store.open(path, read_only=True)
+
+
+def test_options_may_come_before_the_question(tmp_path, corpus):
+    store = tmp_path / "s"
+    mempp("add", str(store), str(corpus), "--embedder", "hash", "--quiet")
+    after = json.loads(mempp("query", str(store), "uptime SLA", "--k", "1", "--json", "--as-of", "2023-03-01").stdout)
+    before = json.loads(mempp("query", str(store), "--k", "1", "--json", "--as-of", "2023-03-01", "uptime SLA").stdout)
+    between = json.loads(mempp("query", "--k", "1", str(store), "--json", "uptime SLA", "--as-of", "2023-03-01").stdout)
+    assert [h["key"] for h in after["hits"]] == [h["key"] for h in before["hits"]] == [h["key"] for h in between["hits"]] == ["sla-1"]
+    proc = mempp("query", str(store), "--k", "1", "one", "two", check=False)
+    assert proc.returncode == 2 and "unrecognized arguments: two" in proc.stderr
+
+
+def _closed_pipe_run(argv) -> tuple[int, str]:
+    """``mempp.cli.main(argv)`` in this process, its stdout a pipe whose reader is gone: (status, stderr)."""
+    import contextlib
+    import io
+    import os
+
+    from mempp.cli import main
+
+    r, w = os.pipe()
+    os.close(r)
+    err = io.StringIO()
+    out = open(w, "w", buffering=1 << 16)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main([str(a) for a in argv])
+    finally:
+        out.close()  # what is still buffered goes to /dev/null, where main sent stdout
+    return rc, err.getvalue()
+
+
+def test_a_reader_that_goes_away_ends_every_command_quietly(tmp_path, corpus):
+    """Every command that writes to stdout, its reader gone (``| head -1``): exit status 141, as
+    a tool that SIGPIPE ended, and no error on stderr; what it was doing is done (a write commits)."""
+    store = tmp_path / "s"
+    batch = tmp_path / "q.jsonl"
+    batch.write_text(json.dumps({"id": "a", "text": "uptime SLA"}) + "\n")
+    qs = tmp_path / "questions.jsonl"
+    qs.write_text(json.dumps({"id": "q1", "scope": None, "text": "uptime SLA?", "category": "c", "as_of": None, "evidence": ["sla-2"]}) + "\n")
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"id": "sla-3", "text": "SLA back to 99.9%", "date": "2023-09-01"}) + "\n")
+    commands = [
+        ("add", store, corpus, "--embedder", "hash", "--quiet"),
+        ("add", store, more, "--quiet"),
+        ("query", store, "uptime SLA"),
+        ("query", store, "uptime SLA", "--json", "--explain"),
+        ("query", store, "--batch", batch),
+        ("get", store, "sla-2"),
+        ("history", store, "sla-1"),
+        ("supersede", store, "sla-2", "sla-3", "--effective", "2024-01-01"),
+        ("merge", store, "--force"),
+        ("stats", store),
+        ("stats", store, "--json"),
+        ("versions", store),
+        ("eval", "--docs", corpus, "--questions", qs, "--k", "1", "--embedder", "hash", "--quiet"),
+    ]
+    for argv in commands:
+        rc, err = _closed_pipe_run(argv)
+        assert rc == 141 and "mempp:" not in err and "Error" not in err, (argv, rc, err)  # (a progress bar may report)
+    with __import__("mempp").Store.open(store, read_only=True) as s:
+        assert len(s) == 5 and s.get("sla-2").valid_until is not None  # the writes were done
+
+
+def test_a_closed_pipe_ends_the_process_quietly():
+    """The same, end to end: the interpreter's own exit writes nothing to stderr either."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mempp", "--help"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+        big = subprocess.run([sys.executable, "-m", "mempp", "query", "--help"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.stderr == big.stderr == ""
+
+
+def test_add_of_a_missing_file_creates_no_store(tmp_path):
+    store = tmp_path / "new.mempp"
+    for path, message in [(tmp_path / "missing.jsonl", "no such file"), (tmp_path, "is a directory, not a file of documents")]:
+        proc = mempp("add", str(store), str(path), "--embedder", "hash", check=False)
+        assert proc.returncode == 1 and proc.stderr == f"mempp: error: {path}: {message}\n", proc.stderr
+        assert not store.exists()

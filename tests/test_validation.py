@@ -587,3 +587,44 @@ def test_add_of_something_not_iterable_names_the_argument(store, docs):
         store.add(docs)
     assert info.value.field == "docs" and type(docs).__name__ in str(info.value)
     assert len(store) == 0 and store.version == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(shape=st.lists(st.sampled_from(["list", "dict"]), min_size=1, max_size=3000), via=st.sampled_from(["api", "jsonl"]))
+@example(shape=["list"] * 100, via="jsonl")
+@example(shape=["dict"] * 101, via="api")
+@example(shape=["list"] * 3000, via="jsonl")
+def test_any_nesting_is_stored_or_refused_by_name(tmp_path_factory, shape, via):
+    """An extra field of lists and objects nested ``len(shape)`` deep: stored when at most 100
+    levels, else a ValidationError naming field 'meta' and the record (the API), or the file's
+    line (JSON Lines; also when Python's parser cannot read that deep), never a RecursionError."""
+    from mempp.ingest import prepare
+    from mempp.jsonl import read_records
+
+    value: object = 0
+    for kind in reversed(shape):
+        value = [value] if kind == "list" else {"k": value}
+    if via == "api":
+        try:
+            rows = prepare([{"text": "fine"}, {"text": "nested", "extra": value}], None, None)
+        except mempp.ValidationError as exc:
+            assert len(shape) > 100 and (exc.field, exc.record) == ("meta", 1)
+            return
+        assert len(shape) <= 100 and json.loads(rows[1].meta)["extra"] == value
+        return
+    path = tmp_path_factory.mktemp("nest") / "docs.jsonl"
+    text = ""
+    for kind in shape:
+        text += "[" if kind == "list" else '{"k": '
+    text += "0" + "".join("]" if kind == "list" else "}" for kind in reversed(shape))
+    path.write_text('{"text": "fine"}\n{"text": "nested", "extra": ' + text + "}\n")
+    try:
+        for where, batch in read_records(path):
+            try:
+                prepare(batch, None, None)
+            except mempp.ValidationError as exc:
+                raise mempp.ValidationError(f"{where[exc.record]}: {exc}") from None
+    except mempp.ValidationError as exc:
+        assert len(shape) > 100 and str(exc).startswith(f"{path}:2: ")
+        return
+    assert len(shape) <= 100

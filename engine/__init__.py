@@ -29,12 +29,13 @@ from .errors import (
 from .evidence import format_evidence
 from .store import Store, repair, verify
 from mempp.storage import StoreRecoveredWarning
-from .types import Document, Hit, Hits, Plan, Record
+from .types import Added, Document, Hit, Hits, Plan, Record
 from mempp.storage import Analyzer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Added",
     "Analyzer",
     "CorruptStoreError",
     "Document",

@@ -1,6 +1,7 @@
 """The ``mempp`` command: a thin adapter over the Python API.
 
-Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage.
+Exit codes: 0 ok; 1 an error (one line on stderr: ``mempp: error: ...``); 2 bad usage; 141 (quietly)
+when the reader of its output went away, as with ``mempp stats S | head -1``.
 
 Owns the command line: the parser of every subcommand, the translation of flags into calls of
 :class:`Store` (and a few helpers of the read and ingest paths), what is printed, and the exit
@@ -241,25 +242,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    # each command's own parser (parse_args reads a command's arguments with it, intermixed); bench parses its own
+    parser.commands = {name: p for name, p in sub.choices.items() if name != "bench"}  # type: ignore[attr-defined]
     return parser
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    import os
+
     from .progress import ProgressBar
     from .store import Store
 
     embedder = _embedder(args.embedder) if args.embedder else None
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
+    _input_file(args.file)  # a file that cannot be read fails before a store is opened, or created
+    # A new store is created only for a file whose every record passes: no empty store is left behind.
+    n = None if os.path.lexists(args.store) else _check_records(None, args.file, args.batch_size, quiet=args.quiet)
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
-        n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
-        total = added = dups = skipped = 0
-        first_version = store.version
+        if n is None:
+            n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
+        added = dups = skipped = 0  # what this process's own commits did (Store.add's Added), whatever others commit
+        mine: list[int] = []  # the versions this process committed
         done_where: str | None = None
         column = args.embeddings_column
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
             for where, batch in _records(args.file, args.batch_size, tables=column is not None):
-                before = len(store)
                 try:
                     if column is None:
                         ids = store.add(batch, progress=bar)
@@ -269,18 +277,33 @@ def cmd_add(args: argparse.Namespace) -> int:
                 except MemppError as exc:
                     if done_where is None:
                         raise
+                    done = f"committed (versions {mine[0]}-{mine[-1]})" if mine else "already stored"
                     raise type(exc)(
-                        f"records up to {done_where} were committed (versions {first_version + 1}-{store.version}); "
-                        f"from {where[0]} nothing was: {exc}. Running the same command again adds only what is missing"
+                        f"records up to {done_where} were {done}; from {where[0]} nothing was committed: {exc}. "
+                        "Running the same command again adds only what is missing"
                     ) from exc
-                total += len(where)
-                added += len(store) - before
-                skipped += sum(1 for i in ids if i is None)
-                dups += sum(1 for i in ids if i is not None) - (len(store) - before)
+                added += ids.new
+                dups += ids.existing
+                skipped += ids.skipped
+                if ids.new:
+                    mine.append(store.version)
                 done_where = where[-1]
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
               f"{len(store)} documents at version {store.version}")
     return 0
+
+
+def _input_file(path: str) -> None:
+    """Refuse, naming it, an input file that does not exist or cannot be read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{path}: is a directory, not a file of documents") from None
+    except PermissionError:
+        raise ValidationError(f"{path}: cannot be read (permission denied)") from None
 
 
 def _records(path: str, batch_size: int, tables: bool = False):
@@ -291,9 +314,9 @@ def _records(path: str, batch_size: int, tables: bool = False):
 
 def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
     """Check every record of ``path`` as ``Store.add`` would, before anything is committed: each
-    record's fields, and that every ``supersedes`` names a document stored or earlier in the file.
-    Reads the file once, a batch at a time (memory: one batch, and the file's keys). Returns the
-    number of records."""
+    record's fields, and that every ``supersedes`` names a document stored or earlier in the file
+    (``store`` None: a store yet to be created, holding nothing). Reads the file once, a batch at
+    a time (memory: one batch, and the file's keys). Returns the number of records."""
     from .errors import DocumentNotFound
     from .ingest import prepare_batch
     from .progress import ProgressBar
@@ -303,7 +326,7 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
     with ProgressBar(None, "check", enabled=not quiet) as bar:
         for where, batch in _records(path, batch_size):
             try:
-                rows, _ = prepare_batch(batch, None, store.dim)
+                rows, _ = prepare_batch(batch, None, None if store is None else store.dim)
             except ValidationError as exc:
                 if exc.record is None:
                     raise
@@ -316,6 +339,8 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
                         raise ValidationError(f"{where[i]}: field 'supersedes': a document cannot supersede itself")
                     if target not in keys:
                         try:
+                            if store is None:
+                                raise DocumentNotFound(target)
                             store.get(target)
                         except DocumentNotFound:
                             raise ValidationError(f"{where[i]}: field 'supersedes': no document with id {target!r}") from None
@@ -636,16 +661,37 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"mempp: warning: {message}", file=sys.stderr)
 
 
+# A command whose reader goes away (``mempp stats S | head -1``) stops quietly with the status a
+# shell gives a tool that SIGPIPE ended (128 + 13), as ``cat`` or ``seq`` would.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        return _broken_pipe()
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:  # its options are its own (argparse REMAINDER drops a leading --option)
-        return cmd_bench(argparse.Namespace(rest=argv[1:]))
-    args = build_parser().parse_args(argv)
+        rc = cmd_bench(argparse.Namespace(rest=argv[1:]))
+        sys.stdout.flush()
+        return rc
+    try:
+        args = parse_args(build_parser(), argv)
+    except SystemExit:
+        sys.stdout.flush()  # --help into a pipe already closed: caught in main
+        raise
     import warnings
 
     warnings.showwarning = _warn  # a library warning (a store read after a loss) as one line, like errors
     try:
-        return COMMANDS[args.command](args)
+        rc = COMMANDS[args.command](args)
+        sys.stdout.flush()  # what is still buffered is written here, where a closed pipe is caught
+        return rc
+    except BrokenPipeError:
+        raise
     except (MemppError, OSError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"mempp: error: {msg}", file=sys.stderr)
@@ -653,6 +699,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mempp: interrupted", file=sys.stderr)
         return 130
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command line, options and positionals in any order (``mempp query S --k 1 "question"``
+    as ``mempp query S "question" --k 1``): a command's arguments are read by its own parser,
+    intermixed (argparse's ``parse_intermixed_args``), which the top parser cannot do."""
+    command = parser.commands.get(argv[0]) if argv else None
+    if command is None:
+        return parser.parse_args(argv)  # no command, an unknown one, or --help: the top parser's answer
+    args = command.parse_intermixed_args(argv[1:])
+    args.command = argv[0]
+    return args
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away: no message, no traceback, and nothing more written (what
+    is still buffered goes to /dev/null when the interpreter exits)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in tests)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

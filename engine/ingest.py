@@ -31,6 +31,7 @@ from mempp.storage.analyzer import joined_ascii
 
 from .dates import to_us
 from .errors import ValidationError
+from .jsonl import MAX_NESTING
 from .types import Document
 
 STRING_FIELDS = ("author", "thread", "channel", "source")
@@ -89,6 +90,21 @@ def _as_mapping(doc: Any, record: int) -> Mapping[str, Any]:
     if is_dataclass(doc) and not isinstance(doc, type):
         return asdict(doc)
     raise ValidationError(f"expected a dict or mempp.Document, got {type(doc).__name__}", record=record)
+
+
+def _check_key(key: Any, name: str, record: int) -> str | None:
+    """A record's ``id``: absent or None (a document without a key), else a string with
+    something besides whitespace; ``name`` is the field that held it (``id``, or ``key``)."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise ValidationError(f"expected a string, got {type(key).__name__}", field=name, record=record)
+    _check_utf8(key, name, record, None)
+    if not key.strip():
+        raise ValidationError(
+            f"an empty id ({key!r}); leave the field out, or null, for a document without one", field=name, record=record
+        )
+    return key
 
 
 def _string(value: Any, name: str, record: int, key: str | None) -> str | None:
@@ -298,7 +314,7 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
             author = raw.get("author")
             if (key is None or type(key) is str) and type(text) is str and (author is None or type(author) is str):
                 if key is not None:
-                    _check_utf8(key, "id", i, None)
+                    _check_key(key, "id", i)
                 _check_utf8(text, "text", i, key)
                 if not text.strip():
                     append(None)
@@ -319,12 +335,7 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
                 plain.append(row)
                 continue
         d = _as_mapping(raw, i)
-        key = d.get("id", d.get("key"))
-        if isinstance(key, bool) or not (key is None or isinstance(key, (str, int))):
-            raise ValidationError(f"expected a string, got {type(key).__name__}", field="id", record=i)
-        key = None if key is None else str(key)
-        if key is not None:
-            _check_utf8(key, "id", i, None)
+        key = _check_key(d.get("id", d.get("key")), "id" if "id" in d or "key" not in d else "key", i)
         text = d.get("text")
         if not isinstance(text, str):
             raise ValidationError(
@@ -341,19 +352,26 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
         sup = d.get("supersedes") or ()
         if isinstance(sup, str):
             sup = (sup,)
-        if not isinstance(sup, (list, tuple)) or not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in sup):
-            raise ValidationError("expected a key or a list of keys", field="supersedes", record=i, key=key)
+        if not isinstance(sup, (list, tuple)) or not all(isinstance(s, str) and s.strip() for s in sup):
+            raise ValidationError("expected an id (a non-empty string) or a list of ids", field="supersedes", record=i, key=key)
         meta = {k: v for k, v in d.items() if k not in KNOWN}
         if isinstance(d.get("meta"), Mapping):
             meta = {**d["meta"], **meta}
         elif d.get("meta") is not None:
             meta["meta"] = d["meta"]
+        deep = False
         try:
             meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True) if meta else None
             if meta_json is not None:
                 meta_json.encode("utf-8")
+        except RecursionError:  # json.dumps ran out of stack
+            deep = True
         except (TypeError, ValueError, UnicodeEncodeError) as exc:
             raise ValidationError(f"extra fields must be JSON values ({exc})", field="meta", record=i, key=key) from None
+        if deep or (meta_json is not None and _too_deep(meta_json)):
+            raise ValidationError(
+                f"an extra field nests lists and objects more than {MAX_NESTING} levels deep", field="meta", record=i, key=key
+            )
         append(
             Row(
                 record=i,
@@ -373,6 +391,23 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
         for r in plain:
             r.fingerprint = got[r.record]
     return rows, emb
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _too_deep(meta_json: str) -> bool:
+    """Whether a record's extra fields (``meta_json``: their object) nest lists and objects more
+    than ``MAX_NESTING`` levels deep."""
+    limit = MAX_NESTING + 1  # the fields' own object is one level
+    return meta_json.count("[") + meta_json.count("{") > limit and json_depth(meta_json) > limit
+
+
+def json_depth(text: str) -> int:
+    """How deep the lists and objects of a JSON text nest (0 for a scalar)."""
+    code = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8"), dtype=np.uint8)
+    steps = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max()) if len(steps) else 0
 
 
 class FingerprintIndex:

@@ -15,6 +15,11 @@ from typing import Iterator
 
 from .errors import ValidationError
 
+# The levels of lists and objects a document's extra field may nest (a record's own object aside);
+# deeper input is refused by the input checks (``ingest``), and JSON too deep for Python's
+# parser to read by :func:`read_jsonl`.
+MAX_NESTING = 100
+
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line; a bad line raises ``ValidationError``."""
@@ -27,6 +32,11 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 obj = json.loads(raw)
             except UnicodeDecodeError as exc:
                 raise ValidationError(f"{path}:{lineno}: not UTF-8 ({exc.reason})") from None
+            except RecursionError:
+                raise ValidationError(
+                    f"{path}:{lineno}: JSON nested too deeply to read (a document's fields may nest lists and objects "
+                    f"at most {MAX_NESTING} levels deep)"
+                ) from None
             except ValueError as exc:
                 raise ValidationError(f"{path}:{lineno}: not valid JSON ({exc})") from None
             if not isinstance(obj, dict):

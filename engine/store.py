@@ -367,12 +367,15 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         )
 
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes of the current version."""
+        """Counts and sizes of the version this Store holds (one snapshot, as a query reads).
+
+        ``bytes_on_disk`` is the size of every file in the store's directory now, whatever the
+        version: a file another process removes while it is counted (a writer's temporary
+        file, a segment merged away) counts as gone, never as an error.
+        """
+        self._check_open()
         snap = self._snap
-        size = 0
-        for p in self.path.rglob("*"):
-            if p.is_file() and not p.is_symlink():
-                size += p.stat().st_size
+        size = _bytes_on_disk(self.path)
         valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
         unreadable = int(np.count_nonzero(snap.valid_until == NAT)) if snap.n_docs else 0  # in skipped segments
         dated = snap.dates[snap.dates != NAT]
@@ -433,6 +436,29 @@ def _current_state(path: Path, tried: int | None):
         f"{problem}; reading version {found.version}, the newest whole version on disk; "
         f"writes are refused until `mempp repair {path}` re-points the store"
     )
+
+
+def _bytes_on_disk(root: Path) -> int:
+    """Bytes of the regular files under ``root`` (symlinks not followed), read while writers of
+    other processes may create and remove files there: an entry gone before it is measured
+    is skipped."""
+    total = 0
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return total
 
 
 def _pointed_version(path: Path) -> int | None:

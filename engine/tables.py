@@ -51,15 +51,20 @@ def records_table(records: Iterable[tuple[int, dict]]):
             v = obj.get(name)
             if v is not None and not isinstance(v, str):
                 raise ValidationError(f"line {line}: expected a string, got {type(v).__name__}", field=name)
+            if name in ("id", "key") and v is not None and not v.strip():
+                raise ValidationError(f"line {line}: an empty id ({v!r}); leave the field out, or null, for a document without one", field=name)
             cols[name].append(v)
         sup = obj.get("supersedes")
         if isinstance(sup, str):
             sup = [sup]
-        if sup is not None and not (isinstance(sup, list) and all(isinstance(s, str) for s in sup)):
-            raise ValidationError(f"line {line}: expected a key or a list of keys", field="supersedes")
+        if sup is not None and not (isinstance(sup, list) and all(isinstance(s, str) and s.strip() for s in sup)):
+            raise ValidationError(f"line {line}: expected an id (a non-empty string) or a list of ids", field="supersedes")
         cols["supersedes"].append(sup)
         rest = {k: v for k, v in obj.items() if k not in STRING_COLUMNS and k != "supersedes"}
-        cols[EXTRA].append(json.dumps(rest, ensure_ascii=False, sort_keys=True) if rest else None)
+        try:
+            cols[EXTRA].append(json.dumps(rest, ensure_ascii=False, sort_keys=True) if rest else None)
+        except RecursionError:
+            raise ValidationError(f"line {line}: nested too deeply", field=EXTRA) from None
         cols[LINE].append(line)
     schema = pa.schema(
         [pa.field(n, pa.string()) for n in STRING_COLUMNS]
@@ -83,6 +88,8 @@ def table_records(table, skip: Iterable[str] = ()) -> Iterator[dict]:
                 decoded = json.loads(extra) if isinstance(extra, str) else extra
             except ValueError as exc:
                 raise ValidationError(f"not a JSON object ({exc})", field=EXTRA, record=i) from None
+            except RecursionError:
+                raise ValidationError("JSON nested too deeply to read", field=EXTRA, record=i) from None
             if not isinstance(decoded, dict):
                 raise ValidationError("not a JSON object", field=EXTRA, record=i)
             rec = {**decoded, **rec}

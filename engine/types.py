@@ -105,6 +105,38 @@ class Plan:
         }
 
 
+class Added(list):
+    """What :meth:`Store.add` returns: a list with one entry per input (the new doc id; the
+    stored doc id of a re-ingest; None for an empty text, skipped), and what this call itself
+    did, whatever other writers committed before or after it:
+
+    - ``new``: documents this call stored (distinct new doc ids);
+    - ``existing``: inputs that matched a document already stored, or an earlier input of the
+      same call (their entry is that document's id);
+    - ``skipped``: inputs with an empty or whitespace-only text.
+
+    ``new + existing + skipped == len(ids)``. ``first``: the first doc id the commit gave this
+    call's documents (doc ids are assigned in order, so an entry at or above it is a document
+    this call stored).
+    """
+
+    def __init__(self, ids=(), first: int = 0) -> None:
+        super().__init__(ids)
+        self.first = first
+
+    @property
+    def new(self) -> int:
+        return len({i for i in self if i is not None and i >= self.first})
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for i in self if i is None)
+
+    @property
+    def existing(self) -> int:
+        return len(self) - self.new - self.skipped
+
+
 class Hits(list):
     """The hits of one query, best first, with the :class:`Plan` that produced them."""
 

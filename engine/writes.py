@@ -41,6 +41,7 @@ from .dates import iso
 from .errors import DocumentNotFound, ValidationError
 from .ingest import Deferred, NewRows, Plain, Row, check_embeddings, prepare_batch, record_fingerprints
 from .tables import is_table, split_table
+from .types import Added
 
 # A batch of at least this many records is checked, fingerprinted, tokenized and normalized in
 # threads at once (Store._add); smaller ones take the plain path (threads would not pay) and
@@ -116,12 +117,14 @@ class WritePath:
         *,
         batch_size: int = 32,
         progress: Callable[[int], None] | None = None,
-    ) -> list[int | None]:
+    ) -> Added:
         """Add documents as one commit; when it returns the batch is committed and durable.
 
         Returns one entry per input: the new doc id; the existing doc id for a re-ingest (same
         author and whitespace-normalized text as a stored row that is still active, or that has
-        the same key and date); ``None`` for an empty or whitespace-only text.
+        the same key and date); ``None`` for an empty or whitespace-only text. The list is an
+        :class:`~mempp.Added`, whose ``new``, ``existing`` and ``skipped`` count what this call
+        itself committed (other processes' and threads' commits never enter them).
         A key that matches an active document with other text stores a new version and records
         a supersession of the old one, effective at the new document's date. A ``supersedes``
         field (a key or list of keys) records the same for other documents.
@@ -143,8 +146,12 @@ class WritePath:
                 f"expected an iterable of records (a list of dicts), got a single {type(docs).__name__}; wrap it in a list",
                 field="docs",
             )
+        try:
+            records = iter(docs)
+        except TypeError:
+            raise ValidationError(f"expected an iterable of records (a list of dicts), got {type(docs).__name__}", field="docs") from None
         with _CyclicGCPaused():
-            docs = list(docs)
+            docs = list(records)
             if len(docs) >= BIG_BATCH:
                 with self._write_mutex:
                     return self._add(docs, embeddings, batch_size, progress, windows)
@@ -200,6 +207,7 @@ class WritePath:
             supplied = np.concatenate([t.supplied if t.supplied is not None else np.zeros((len(t.rows), self.dim), np.float32) for t in pending])
             wins = [(w[0] + off, w[1]) for t, off in zip(pending, offsets) if (w := t.windows) is not None and len(w[0])]
             windows = (np.concatenate([w[0] for w in wins]), np.concatenate([w[1] for w in wins])) if wins else None
+            first = self._snap.n_docs  # the commit's new doc ids start here, in the order of the rows
             try:
                 results, batch = self._add_rows(rows, supplied, 32, None, None, windows=windows)
             except ValidationError as exc:
@@ -224,7 +232,8 @@ class WritePath:
                     t.error, t.done = exc, True
                 return
             for t, off in zip(pending, offsets):
-                t.result, t.done = results[off : off + len(t.rows)], True
+                t.result, t.done = Added(results[off : off + len(t.rows)], first), True
+                first = max([first] + [i + 1 for i in t.result if i is not None and i >= first])  # the next call's
             return
 
     def _commit_rows(self, results: list[int | None], batch: CommitBatch | None) -> list[int | None]:
@@ -243,7 +252,8 @@ class WritePath:
             prepared = [r.text for r in rows if r is not None]
             if len(prepared) < BIG_BATCH:
                 self._begin_write()
-                return self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None, windows=windows))
+                first = self._snap.n_docs
+                return Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None, windows=windows)), first)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
         # the rows are checked and matched against the store here; used if every row turns out
         # new. When every record is a dict with a string text, the texts are known before they
@@ -278,7 +288,8 @@ class WritePath:
                 # the int8 copy of every record's embedding, used if every record is a new row
                 quantized = vectors.submit(_quantized, supplied)
             self._begin_write()
-            out = self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows))
+            first = self._snap.n_docs
+            out = Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows)), first)
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads

@@ -28,7 +28,7 @@ import pytest
 
 import mempp
 
-from conc_worker import AS_OFS, all_valid, operations
+from conc_worker import AS_OFS, QUERY, all_valid, operations
 from test_temporal import Ambiguous, Model, Recorded, as_of_instant, micros, wall_us
 
 HERE = Path(__file__).resolve().parent
@@ -319,3 +319,139 @@ def test_open_snapshots_outlive_merges_and_every_version_opens(tmp_path):
     assert old.get("a").text == "one" and old.version == 1
     assert [h.key for h in old.query("one", k=1, legs=["lexical"])] == ["a"]
     old.close()
+
+
+READS_SECONDS = float(os.environ.get("MEMPP_READS_SECONDS", 8))
+
+
+def test_every_read_api_is_snapshot_safe_while_another_process_commits(tmp_path):
+    """stats, get, history, versions, explain and query, in a loop in this process while a
+    writer process commits, supersedes and merges (removing files and writing temporary ones):
+    none raises, and each call's counts are those of the one version the Store holds."""
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()):
+        pass
+    writer = subprocess.Popen(
+        [sys.executable, str(WORKER), "writer", str(path), str(SEED), str(READS_SECONDS + 600), "0.005"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # it runs until it is killed below
+    errors: list[str] = []
+    calls = versions_seen = 0
+    try:
+        with mempp.Store.open(path, read_only=True) as store:
+            while store.refresh() == 0 and writer.poll() is None:  # the clock starts at the first commit
+                time.sleep(0.01)
+            deadline = time.monotonic() + READS_SECONDS
+            seen = set()
+            i = 0
+            while time.monotonic() < deadline and writer.poll() is None:
+                i += 1
+                try:
+                    if i % 2:
+                        store.refresh()
+                    v, n = store.version, len(store)
+                    seen.add(v)
+                    st = store.stats()
+                    if (st["version"], st["documents"]) != (v, n):
+                        errors.append(f"stats {st['version']}/{st['documents']} on a Store at {v}/{n}")
+                    listed = store.versions()
+                    if listed and listed[-1]["version"] != v:
+                        errors.append(f"versions() ends at {listed[-1]['version']} on a Store at {v}")
+                    try:
+                        store.get("k1")
+                        store.history("k1")
+                    except mempp.DocumentNotFound:
+                        if n:
+                            raise
+                    plan = store.explain(QUERY, k=3)
+                    hits = store.query(QUERY, k=3)
+                    if hits.version != v or plan.candidates > n:
+                        errors.append(f"a query on version {hits.version} of a Store at {v}")
+                    if i % 10 == 0:  # a process opening the store afresh reads it as well
+                        with mempp.Store.open(path, read_only=True) as fresh:
+                            fresh.stats()
+                    calls += 7
+                except Exception as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            versions_seen = len(seen)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        writer.wait()
+    print(f"\nread APIs: {calls} calls over {versions_seen} versions while a writer committed; {len(errors)} errors")
+    assert not errors, errors[:5]
+    assert writer.returncode == -signal.SIGKILL, writer.stderr.read()[-2000:]  # it ran the whole time
+    assert versions_seen > 3 and calls > 0
+
+
+def test_stats_counts_a_file_removed_while_it_is_walked_as_gone(tmp_path, monkeypatch):
+    """The directory walk of stats() meets files that vanish between listing and measuring
+    (another process's temporary file renamed away): they count as gone, nothing raises."""
+    import mempp.store as store_module
+
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
+        s.add([{"id": "a", "text": "one"}])
+        doomed = [path / ".CURRENT.tmp-17898", path / "segments" / "stray.tmp"]
+        for p in doomed:
+            p.write_bytes(b"x" * 1000)
+        full = s.stats()["bytes_on_disk"]
+        real = os.scandir
+
+        class Vanishing:  # a directory entry whose file is removed right after its type is read
+            def __init__(self, entry):
+                self.entry, self.path, self.name = entry, entry.path, entry.name
+
+            def is_dir(self, **kw):
+                return self.entry.is_dir(**kw)
+
+            def is_file(self, **kw):
+                got = self.entry.is_file(**kw)
+                if Path(self.path) in doomed:
+                    Path(self.path).unlink()
+                return got
+
+            def stat(self, **kw):
+                return os.stat(self.path, follow_symlinks=False)
+
+        class listing_then_removal:  # os.scandir whose doomed files vanish between listing and measuring
+            def __init__(self, folder):
+                with real(folder) as it:
+                    self.entries = iter([Vanishing(e) for e in it])
+
+            def __iter__(self):
+                return self.entries
+
+            def __enter__(self):
+                return self.entries
+
+            def __exit__(self, *exc):
+                return None
+
+        monkeypatch.setattr(store_module.os, "scandir", listing_then_removal)
+        got = s.stats()
+        assert got["bytes_on_disk"] == full - 2000 and got["documents"] == 1
+
+
+def test_add_counts_what_each_call_committed_when_threads_share_a_commit(tmp_path):
+    """Calls of several threads coalesce into one commit; each call's ``Added`` still counts
+    its own documents: one stored by an earlier call of the same commit is ``existing``."""
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
+        s.add([{"text": "stored before"}])
+        barrier = threading.Barrier(8)
+        got: list = [None] * 8
+
+        def work(t: int) -> None:
+            barrier.wait()
+            got[t] = s.add([{"text": f"own {t}"}, {"text": "shared by all"}, {"text": "stored before"}, {"text": " "}])
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(isinstance(g, mempp.Added) and g.new + g.existing + g.skipped == 4 and g.skipped == 1 for g in got)
+        assert sum(g.new for g in got) == len(s) - 1 == 9  # each own text, and the shared one once
+        assert sorted(g.new for g in got) == [1] * 7 + [2]
+        again = s.add([{"text": "own 0"}, {"text": "brand new"}])
+        assert (again.new, again.existing, again.skipped) == (1, 1, 0) and again == [got[0][0], 10]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import date, datetime, timezone
 
@@ -13,6 +14,15 @@ from hypothesis import strategies as st
 import mempp
 
 GOOD = {"id": "ok", "text": "a valid document", "author": "A", "date": "2023-01-01"}
+
+
+def json_nest(levels: int):
+    """A value of ``levels`` nested lists (``[[...]]``), built without recursion."""
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
 
 BAD = [
     ({"text": 42}, "text"),
@@ -26,6 +36,13 @@ BAD = [
     ({"text": "bad \ud800 surrogate"}, "text"),
     ({"text": "x", "author": "bad \udfff"}, "author"),
     ({"text": "x", "id": 1.5}, "id"),
+    ({"text": "x", "id": 42}, "id"),
+    ({"text": "x", "id": ""}, "id"),
+    ({"text": "x", "id": " \t"}, "id"),
+    ({"text": "x", "key": 7}, "key"),
+    ({"text": "x", "supersedes": 3}, "supersedes"),
+    ({"text": "x", "supersedes": ["ok", ""]}, "supersedes"),
+    ({"text": "x", "extra": [[[[]]]] * 2 + [json_nest(101)]}, "meta"),
     ({"text": "x", "supersedes": 3.0}, "supersedes"),
     ({"text": "x", "supersedes": "no-such-key"}, "supersedes"),
     ({"text": "x", "extra": float("nan")}, "meta"),
@@ -122,13 +139,14 @@ def _date_ok(value) -> bool:
 def first_invalid(docs: list[dict]) -> tuple[str, int] | None:
     """``(field, record)`` of the first error the README's rules give a batch of dicts with the
     fields ``id``, ``text``, ``author``, ``date`` and any extra (JSON) fields, or None when every
-    record is valid. Per record, in order: ``id`` (a string or null, valid Unicode); ``text``
+    record is valid. Per record, in order: ``id`` (absent, null, or a string of valid Unicode with
+    something besides whitespace); ``text``
     (a string, valid Unicode; an empty or whitespace-only text skips the rest: the record is not
     stored); ``author`` (a string or null, valid Unicode); ``date`` (null or a date); the extra
     fields (JSON values: no NaN or infinity)."""
     for i, doc in enumerate(docs):
         key = doc.get("id")
-        if key is not None and (not isinstance(key, str) or not _unicode(key)):
+        if key is not None and (not isinstance(key, str) or not _unicode(key) or not key.strip()):
             return "id", i
         text = doc.get("text")
         if not isinstance(text, str) or not _unicode(text):
@@ -446,3 +464,167 @@ def test_a_big_batch_skips_an_empty_text_whatever_its_author(tmp_path):
         ids = store.add(docs)
         assert ids[7] is None and sum(i is not None for i in ids) == 2499
         assert store.add(docs[7:8]) == [None]  # the one-record path agrees
+
+
+# --- ids, nesting and what add takes, in the API and in files alike ---------------------------------
+MISSING = object()
+ID_VALUES = st.one_of(
+    st.just(MISSING), st.none(), st.text(max_size=3), st.sampled_from(["", " ", "\t\n", "a b", "42"]), st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.lists(st.text(max_size=2), max_size=2),
+)
+
+
+def _docs_with_ids(ids) -> list[dict]:
+    return [{"text": f"document {i}"} if k is MISSING else {"id": k, "text": f"document {i}"} for i, k in enumerate(ids)]
+
+
+def _cli_add(store, path, *extra) -> tuple[int, str]:
+    """``mempp add STORE PATH`` run in this process: (exit status, stderr)."""
+    import contextlib
+    import io
+
+    from mempp.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        rc = main(["add", str(store), str(path), "--embedder", "hash", "--quiet", *extra])
+    return rc, err.getvalue()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ids=st.lists(ID_VALUES, min_size=1, max_size=4), via=st.sampled_from(["api", "jsonl"]))
+@example(ids=[MISSING, None, "k"], via="jsonl")  # no id and a null id: documents without a key
+@example(ids=["", "k"], via="api")
+@example(ids=["k", 42], via="jsonl")  # an integer id is refused as an integer text is, not made "42"
+def test_one_id_rule_for_the_api_and_files(tmp_path_factory, ids, via):
+    """An id is absent, null or a string with something besides whitespace: the API and a JSON
+    Lines file take the same ones, store them as given, and refuse the others naming field
+    ``id`` and the record (the file's line); a refused file leaves no store directory behind."""
+    docs = _docs_with_ids(ids)
+    expected = first_invalid(docs)
+    root = tmp_path_factory.mktemp("ids")
+    store = root / "s"
+    if via == "api":
+        with mempp.Store.open(store, embedder=mempp.HashEmbedder()) as s:
+            try:
+                got = s.add(docs)
+            except mempp.ValidationError as exc:
+                assert (exc.field, exc.record) == expected
+                assert len(s) == 0 and s.version == 0
+                return
+            keys = [s.get(d).key for d in got]
+    else:
+        path = root / "docs.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        rc, err = _cli_add(store, path)
+        if expected is not None:
+            assert rc == 1 and f"{path}:{expected[1] + 1}: field 'id'" in err, err
+            assert not store.exists()
+            return
+        assert rc == 0, err
+        with mempp.Store.open(store, read_only=True) as s:
+            keys = [s.get(d).key for d in range(len(s))]
+    assert expected is None
+    assert keys == [None if k is MISSING else k for k in ids]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow"])
+@pytest.mark.parametrize(
+    "column,row,message",
+    [
+        (["a", None, "b"], None, None),
+        (["a", "", "b"], 2, "field 'id': an empty id"),
+        (["a", "b", "   "], 3, "field 'id': an empty id"),
+        ([1, 2, 3], 1, "field 'id': expected a string, got int"),
+    ],
+)
+def test_one_id_rule_for_parquet_and_arrow_files(tmp_path, kind, column, row, message):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": column, "text": ["one", "two", "three"]})
+    path = tmp_path / f"docs.{kind}"
+    if kind == "parquet":
+        pq.write_table(table, path)
+    else:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    rc, err = _cli_add(tmp_path / "s", path)
+    if row is None:
+        assert rc == 0, err
+        with mempp.Store.open(tmp_path / "s", read_only=True) as s:
+            assert [s.get(d).key for d in range(3)] == column
+        return
+    assert rc == 1 and f"{path}: row {row}: {message}" in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_nesting_is_limited_and_refused_by_name(tmp_path):
+    """Extra fields nest lists and objects at most 100 levels: that deep round trips; deeper
+    is a ValidationError naming field 'meta' and the record, from the API and from a file
+    (JSON too deep for Python's parser names its line), and nothing is written."""
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder()) as s:
+        deepest = json_nest(100)
+        doc_id = s.add([{"id": "deep", "text": "deep meta", "extra": deepest, "obj": {"a": {"b": json_nest(98)}}}])[0]
+        assert s.get(doc_id).meta["extra"] == deepest
+        for too_deep in (json_nest(101), {"a": json_nest(100)}, json_nest(5000)):
+            with pytest.raises(mempp.ValidationError) as info:
+                s.add([{"text": "fine"}, {"id": "x", "text": "too deep", "extra": too_deep}])
+            assert (info.value.field, info.value.record) == ("meta", 1) and "100 levels" in str(info.value)
+        assert len(s) == 1 and s.version == 1
+    for levels, message in [(150, "field 'meta': an extra field nests lists and objects more than 100 levels deep"),
+                            (5000, "JSON nested too deeply to read")]:
+        path = tmp_path / f"deep{levels}.jsonl"
+        path.write_text('{"text": "fine"}\n{"id": "x", "text": "y", "extra": ' + "[" * levels + "]" * levels + "}\n")
+        rc, err = _cli_add(tmp_path / f"new{levels}", path)
+        assert rc == 1 and err == f"mempp: error: {path}:2: {message}" + (" (a document's fields may nest lists and objects at most 100 levels deep)\n" if levels == 5000 else "\n")
+        assert not (tmp_path / f"new{levels}").exists()
+
+
+@pytest.mark.parametrize("docs", [None, 42, 3.5, object()])
+def test_add_of_something_not_iterable_names_the_argument(store, docs):
+    with pytest.raises(mempp.ValidationError) as info:
+        store.add(docs)
+    assert info.value.field == "docs" and type(docs).__name__ in str(info.value)
+    assert len(store) == 0 and store.version == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(shape=st.lists(st.sampled_from(["list", "dict"]), min_size=1, max_size=3000), via=st.sampled_from(["api", "jsonl"]))
+@example(shape=["list"] * 100, via="jsonl")
+@example(shape=["dict"] * 101, via="api")
+@example(shape=["list"] * 3000, via="jsonl")
+def test_any_nesting_is_stored_or_refused_by_name(tmp_path_factory, shape, via):
+    """An extra field of lists and objects nested ``len(shape)`` deep: stored when at most 100
+    levels, else a ValidationError naming field 'meta' and the record (the API), or the file's
+    line (JSON Lines; also when Python's parser cannot read that deep), never a RecursionError."""
+    from mempp.ingest import prepare
+    from mempp.jsonl import read_records
+
+    value: object = 0
+    for kind in reversed(shape):
+        value = [value] if kind == "list" else {"k": value}
+    if via == "api":
+        try:
+            rows = prepare([{"text": "fine"}, {"text": "nested", "extra": value}], None, None)
+        except mempp.ValidationError as exc:
+            assert len(shape) > 100 and (exc.field, exc.record) == ("meta", 1)
+            return
+        assert len(shape) <= 100 and json.loads(rows[1].meta)["extra"] == value
+        return
+    path = tmp_path_factory.mktemp("nest") / "docs.jsonl"
+    text = ""
+    for kind in shape:
+        text += "[" if kind == "list" else '{"k": '
+    text += "0" + "".join("]" if kind == "list" else "}" for kind in reversed(shape))
+    path.write_text('{"text": "fine"}\n{"text": "nested", "extra": ' + text + "}\n")
+    try:
+        for where, batch in read_records(path):
+            try:
+                prepare(batch, None, None)
+            except mempp.ValidationError as exc:
+                raise mempp.ValidationError(f"{where[exc.record]}: {exc}") from None
+    except mempp.ValidationError as exc:
+        assert len(shape) > 100 and str(exc).startswith(f"{path}:2: ")
+        return
+    assert len(shape) <= 100

@@ -65,6 +65,11 @@ class Superseded(BaseModel):
     version: int
 
 
+def _day(iso: str) -> str:
+    """An ISO datetime as a model reads it best: the date alone when it is midnight UTC."""
+    return iso[:10] if iso.endswith("T00:00:00+00:00") else iso
+
+
 def _short(m: dict) -> str:
     who = m["author"] or "unknown author"
     return f"{m['id'] or '#' + str(m['doc_id'])} ({(m['date'] or 'undated')[:10]}, {who})"
@@ -105,7 +110,7 @@ def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[s
         else:
             said = f"Remembered {_short(m)}."
         if got["replaced"]:
-            said += f" It replaces {', '.join(_short(r) for r in got['replaced'])} from {m['date']} on."
+            said += f" It replaces {', '.join(_short(r) for r in got['replaced'])} from {_day(m['date'])} on."
         return _result(said, got)
 
     @server.tool(description=descriptions["recall"], annotations=reading)
@@ -125,7 +130,7 @@ def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[s
     ) -> Annotated[CallToolResult, Got]:
         got = _call(tools.get, id)
         m = got["memory"]
-        until = f"replaced from {m['valid_until']}" if m["valid_until"] else "still holds"
+        until = f"replaced from {_day(m['valid_until'])}" if m["valid_until"] else "still holds"
         return _result(f"{_short(m)}, {until}:\n{m['text']}", got)
 
     @server.tool(description=descriptions["history"], annotations=reading)
@@ -134,7 +139,7 @@ def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[s
     ) -> Annotated[CallToolResult, History]:
         got = _call(tools.history, id)
         lines = [
-            f"{i}. {_short(m)}, {'replaced from ' + m['valid_until'] if m['valid_until'] else 'still holds'}:\n{m['text']}"
+            f"{i}. {_short(m)}, {'replaced from ' + _day(m['valid_until']) if m['valid_until'] else 'still holds'}:\n{m['text']}"
             for i, m in enumerate(got["versions"], 1)
         ]
         return _result("\n\n".join(lines), got)
@@ -146,6 +151,6 @@ def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[s
         effective: Annotated[Optional[str], Field(description="ISO 8601 date from which `new` replaces `old` (default: `new`'s date)")] = None,
     ) -> Annotated[CallToolResult, Superseded]:
         got = _call(tools.supersede, old, new, effective=effective)
-        return _result(f"{_short(got['new'])} replaces {_short(got['old'])} from {got['old']['valid_until']} on.", got)
+        return _result(f"{_short(got['new'])} replaces {_short(got['old'])} from {_day(got['old']['valid_until'])} on.", got)
 
     return server

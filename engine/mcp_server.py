@@ -147,7 +147,10 @@ class MemoryTools:
         self.path = Path(path)
         self.wait = wait
         if not self.path.exists():
-            Store.open(self.path, embedder=embedder).close()  # a new, empty store (its directory)
+            try:
+                Store.open(self.path, embedder=embedder).close()  # a new, empty store (its directory)
+            except FileExistsError:
+                pass  # another server made it meanwhile
         self.reader = Store.open(self.path, embedder=embedder, read_only=True)
         self._embedder = embedder if embedder is not None and not isinstance(embedder, str) else None
         self._write = threading.Lock()  # one write of this process at a time; the store's lock orders processes

@@ -21,6 +21,7 @@ Never imports: cli, planner, writes, reads, versions, mempp.bench, mempp.storage
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import sys
 import threading
@@ -33,6 +34,7 @@ from .evidence import format_evidence
 from .store import Store
 from .types import Hit, Record
 
+logger = logging.getLogger(__name__)
 NO_MCP = "mempp mcp needs the MCP Python SDK: pip install 'mempp[mcp]'"
 MAX_K = 100
 DEFAULT_WAIT = 30.0  # seconds a write waits for another writer (another server, `mempp add`)
@@ -161,7 +163,17 @@ class MemoryTools:
     def _writer(self) -> Store:
         if self._embedder is None:
             self._embedder = self.reader.embedder  # loaded once, shared by every writer
-        return Store.open(self.path, embedder=self._embedder, lock_timeout=self.wait, create=False)
+        return Store.open(self.path, embedder=self._embedder, lock_timeout=self.wait, create=False, merge="manual")
+
+    @staticmethod
+    def _merge(w: Store) -> None:
+        """Merge segments as the policy asks (every 8 or so small commits), before the writer closes:
+        each memory is its own small commit. The memory is committed already: a failed merge only
+        leaves the segments as they were (the next write tries again)."""
+        try:
+            w.merge()
+        except (MemppError, OSError) as exc:
+            logger.warning("mempp mcp: merging %s failed: %s", w.path, exc)
 
     def _read(self) -> Store:
         self.reader.refresh()
@@ -209,6 +221,7 @@ class MemoryTools:
                 if d != doc_id and r.valid_until is not None and r.valid_until == new.date:
                     replaced.append(record_dict(r))
             version = w.version
+            self._merge(w)
         self.reader.refresh()
         return {"stored": doc_id >= before, "memory": record_dict(new), "replaced": replaced, "version": version}
 
@@ -257,6 +270,7 @@ class MemoryTools:
                 raise ToolInputError("new", "a memory cannot supersede itself")
             w.supersede(refs["old"], refs["new"], effective=effective)
             got = {"old": record_dict(w.get(refs["old"])), "new": record_dict(w.get(refs["new"])), "version": w.version}
+            self._merge(w)
         self.reader.refresh()
         return got
 

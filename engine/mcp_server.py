@@ -226,8 +226,7 @@ class MemoryTools:
         return {"stored": doc_id >= before, "memory": record_dict(new), "replaced": replaced, "version": version}
 
     def recall(self, question: Any, as_of: Any = None, k: Any = 10, authors: Any = None, channels: Any = None) -> tuple[str, dict[str, Any]]:
-        if not isinstance(question, str):
-            raise ToolInputError("question", f"expected a string, got {question!r}")
+        question = _text(question, "question")
         if as_of is not None and not isinstance(as_of, str):
             raise ToolInputError("as_of", f"expected an ISO 8601 date or datetime, got {as_of!r}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:

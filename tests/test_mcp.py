@@ -322,6 +322,7 @@ def test_bad_arguments_are_tool_errors_naming_the_field(tools):
         ("remember", {"text": "x", "author": ["a"]}, "author"),
         ("remember", {"text": "x", "id": "x", "supersedes": "x"}, "supersedes"),
         ("remember", {"text": "x", "supersedes": [""]}, "supersedes"),
+        ("recall", {"question": " ", "k": 3}, "question"),
         ("recall", {"question": "x", "k": 101}, "k"),
         ("recall", {"question": "x", "k": "many"}, "k"),
         ("recall", {"question": "x", "authors": "Ann"}, "authors"),

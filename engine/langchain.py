@@ -3,7 +3,7 @@
 Owns the retriever: its fields (the store, ``k``, ``as_of``, the filters, any other query
 option), the translation of a query into :meth:`Store.query`, and of each hit into a LangChain
 ``Document`` whose ``page_content`` is the original text and whose metadata carry the id, date,
-author, thread, channel, fused score and each leg's rank. Sync and async (the async path runs the
+author, thread, channel, fused score and each leg's share of it and rank. Sync and async (the async path runs the
 query in a worker thread; a store answers queries from several threads at once).
 
 Needs ``langchain-core``; ``import mempp`` never imports this module.
@@ -27,15 +27,19 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(f"mempp.langchain needs langchain-core: pip install 'mempp[langchain]' ({exc})") from exc
 
 from .store import Store
-from .types import Hit
+from .fusion import RRF_C
+from .types import Hit, Plan
 
 # Query keywords a call may pass (``retriever.invoke(q, k=3, as_of="2023-03-01")``) besides the fields.
 CALL_OPTIONS = ("k", "as_of", "authors", "threads", "channels")
 
 
-def hit_document(hit: Hit) -> Document:
-    """One hit as a LangChain document: the original text, and where it came from in the metadata."""
+def hit_document(hit: Hit, plan: Plan | None = None) -> Document:
+    """One hit as a LangChain document: the original text, and where it came from in the metadata
+    (``leg_scores``: each leg's share of the fused ``score``, ``weight / (RRF_C + rank)``)."""
     ranks = dict(hit.ranks)
+    legs = plan.legs if plan is not None else {}
+    shares = {leg: None if r is None else float(legs.get(leg, {}).get("weight", 1.0)) / (RRF_C + r) for leg, r in ranks.items()}
     meta: dict[str, Any] = {
         "id": hit.key,
         "doc_id": hit.doc_id,
@@ -45,6 +49,7 @@ def hit_document(hit: Hit) -> Document:
         "channel": hit.channel,
         "valid_until": hit.valid_until.isoformat() if hit.valid_until else None,
         "score": float(hit.score),
+        "leg_scores": shares,
         "ranks": ranks,
         **{f"rank_{leg}": rank for leg, rank in ranks.items()},
         "reserved": bool(hit.reserved),
@@ -107,7 +112,8 @@ class MemppRetriever(BaseRetriever):
         opts.update(overrides)
         if self.refresh:
             self.store.refresh()
-        return [hit_document(h) for h in self.store.query(query, **opts)]
+        hits = self.store.query(query, **opts)
+        return [hit_document(h, hits.plan) for h in hits]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
         return self._search(query, kwargs)

@@ -34,6 +34,9 @@ class Memory(BaseModel):
 
 class Hit(Memory):
     score: float = Field(description="fused score (higher is better)")
+    leg_scores: dict[str, Optional[float]] = Field(
+        description="each leg's share of the score (lexical, tag, vector: weight / (60 + rank)); null where that leg did not return it"
+    )
     ranks: dict[str, Optional[int]] = Field(description="rank from 0 in each leg (lexical, tag, vector); null where that leg did not return it")
     reserved: bool = Field(description="placed by the latest-date reserve rather than by score")
 

@@ -32,7 +32,8 @@ from typing import Any
 from .errors import DocumentNotFound, MemppError, StoreLockedError, ValidationError
 from .evidence import format_evidence
 from .store import Store
-from .types import Hit, Record
+from .fusion import RRF_C
+from .types import Hit, Plan, Record
 
 logger = logging.getLogger(__name__)
 NO_MCP = "mempp mcp needs the MCP Python SDK: pip install 'mempp[mcp]'"
@@ -99,8 +100,15 @@ def record_dict(r: Record) -> dict[str, Any]:
     }
 
 
-def hit_dict(h: Hit) -> dict[str, Any]:
-    return {**record_dict(h), "score": float(h.score), "ranks": {k: v for k, v in h.ranks.items()}, "reserved": bool(h.reserved)}
+def leg_scores(h: Hit, plan: Plan | None) -> dict[str, float | None]:
+    """Each leg's share of the fused score, ``weight / (RRF_C + rank)`` (None: the leg did not return it)."""
+    legs = plan.legs if plan is not None else {}
+    return {leg: None if r is None else float(legs.get(leg, {}).get("weight", 1.0)) / (RRF_C + r) for leg, r in h.ranks.items()}
+
+
+def hit_dict(h: Hit, plan: Plan | None = None) -> dict[str, Any]:
+    return {**record_dict(h), "score": float(h.score), "leg_scores": leg_scores(h, plan), "ranks": dict(h.ranks),
+            "reserved": bool(h.reserved)}
 
 
 def derived_id(text: str, author: str | None) -> str:
@@ -240,7 +248,7 @@ class MemoryTools:
         return evidence, {
             "as_of": _iso(plan.as_of) if plan is not None else as_of,
             "version": hits.version,
-            "hits": [hit_dict(h) for h in hits],
+            "hits": [hit_dict(h, plan) for h in hits],
         }
 
     def get(self, id: Any) -> dict[str, Any]:

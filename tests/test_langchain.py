@@ -46,6 +46,8 @@ def test_invoke_returns_the_evidence_as_of_a_date(store):
     assert set(meta["ranks"]) == {"lexical", "tag", "vector"} and meta["rank_lexical"] == meta["ranks"]["lexical"]
     hit = store.query("what is the uptime SLA?", k=2)[0]
     assert meta["score"] == pytest.approx(hit.score) and meta["doc_id"] == hit.doc_id
+    shares = meta["leg_scores"]  # weight / (60 + rank) per leg: they add up to the fused score here (no thread lift)
+    assert set(shares) == {"lexical", "tag", "vector"} and sum(v for v in shares.values() if v) == pytest.approx(hit.score)
 
 
 def test_filters_and_call_overrides(store):

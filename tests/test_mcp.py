@@ -99,7 +99,8 @@ def test_stdio_session_tools_remember_recall_errors(tmp_path):
                 assert hits[0]["text"] == want["text"] and hits[0]["author"] == want["author"]
                 assert text(r).startswith(f"[{want['date']}] {want['author']} (email, thread EV-1):\n{want['text']}")
                 assert {h["text"] for h in hits} & {SLA_1["text"], SLA_2["text"]} == {want["text"]}  # never both versions
-                assert set(hits[0]["ranks"]) == {"lexical", "tag", "vector"}
+                assert set(hits[0]["ranks"]) == set(hits[0]["leg_scores"]) == {"lexical", "tag", "vector"}
+                assert sum(v for v in hits[0]["leg_scores"].values() if v) == pytest.approx(hits[0]["score"])
             r = await call(c, "recall", {"question": "uptime SLA", "as_of": "2022-12-31"})
             assert r.structured_content["hits"] == [] and "No memories" in text(r)  # before anything was said
             r = await call(c, "recall", {"question": "lunch", "authors": ["Aisha Patel"]})

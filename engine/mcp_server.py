@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import socket
 import sys
 import threading
 from datetime import datetime, timezone
@@ -326,34 +327,55 @@ def serve(path: str | Path, *, http: str | None = None, embedder: Any = None, wa
     """Serve the store at ``path`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``;
     port 0 picks a free one). Runs until stdin closes (stdio) or the process is interrupted."""
     _sdk()
-    host, port = _host_port(http) if http is not None else (None, None)
-    tools = MemoryTools(path, embedder=embedder, wait=wait)
+    sock = _listen(*_host_port(http)) if http is not None else None  # a taken port fails before anything else
     try:
-        server = build_server(tools)
-        if http is None:
-            server.run("stdio")
-        else:
-            import anyio
+        tools = MemoryTools(path, embedder=embedder, wait=wait)
+        try:
+            server = build_server(tools)
+            if sock is None:
+                server.run("stdio")
+            else:
+                import anyio
 
-            anyio.run(_serve_http, server, host, port, str(path))
+                anyio.run(_serve_http, server, sock, http, str(path))
+        finally:
+            tools.close()
     finally:
-        tools.close()
+        if sock is not None:
+            sock.close()
 
 
-async def _serve_http(server, host: str, port: int, path: str) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket at ``host:port`` (the server's, bound here so a taken port is one clear error)."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as exc:
+        raise MemppError(f"--http {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise MemppError(f"--http {host}:{port}: cannot listen there ({exc.strerror or exc})") from None
+    return sock
+
+
+async def _serve_http(server, sock: socket.socket, http: str, path: str) -> None:
     import anyio
     import uvicorn
 
+    host = http.rsplit(":", 1)[0].strip("[]")
     app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(web.serve)
+        tg.start_soon(lambda: web.serve(sockets=[sock]))
         while not web.started:
             if web.should_exit:
                 return
             await anyio.sleep(0.02)
-        bound = web.servers[0].sockets[0].getsockname()
+        bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         print(f"mempp mcp: serving {path} at http://{shown}:{bound[1]}/mcp", file=sys.stderr, flush=True)
 

@@ -354,8 +354,17 @@ def test_without_the_mcp_extra_mempp_works_and_mempp_mcp_says_how_to_install(tmp
     assert proc.stderr.startswith("mempp: error:")
 
 
-def test_bad_http_address_is_a_usage_error(tmp_path):
+def test_bad_or_taken_http_address_is_one_clear_error(tmp_path, capsys):
+    import socket
+
     from mempp.cli import main
 
     assert main(["mcp", str(tmp_path / "s"), "--http", "localhost"]) == 1
-    assert not (tmp_path / "s").exists()
+    assert "expected HOST:PORT" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["mcp", str(tmp_path / "s"), "--http", f"127.0.0.1:{port}"]) == 1
+    assert capsys.readouterr().err == f"mempp: error: --http 127.0.0.1:{port}: cannot listen there (Address already in use)\n"
+    assert not (tmp_path / "s").exists()  # nothing was created

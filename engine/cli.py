@@ -25,6 +25,7 @@ from .config import (
 from .feedback import TAG_RANKS
 from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError, ValidationError
+from . import mcp_server
 
 LEG_NAMES = ("lexical", "tag", "vector")
 DEFAULT_ALIAS = model_spec(DEFAULT_MODEL).alias
@@ -239,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("warmup", help="compile (or load) every kernel now, as a service does at deploy time")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    mcp_server.add_parser(sub)  # mempp mcp: its options and function are mcp_server's
 
     p = sub.add_parser("bench", add_help=False, help="speed on the peers' workload (mempp bench --help for options)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -654,7 +657,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
     "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
-    "bench": cmd_bench, "verify": cmd_verify, "repair": cmd_repair,
+    "bench": cmd_bench, "verify": cmd_verify, "repair": cmd_repair, "mcp": mcp_server.cmd_mcp,
 }
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:

@@ -100,8 +100,8 @@ def test_command_line_block_runs_as_written(tmp_path):
     from mempp.cli import COMMANDS
 
     documented = {x.split()[1] for x in lines}
-    # eval and bench have their own sections; so has embed (it needs the ray extra and starts Ray)
-    assert set(COMMANDS) - {"eval", "bench", "embed"} <= documented, set(COMMANDS) - documented
+    # eval and bench have their own sections; so have embed (it needs the ray extra and starts Ray) and mcp (a server)
+    assert set(COMMANDS) - {"eval", "bench", "embed", "mcp"} <= documented, set(COMMANDS) - documented
     outputs = [(line, run(line, tmp_path).stdout) for line in lines]
 
     def said(prefix: str) -> str:
@@ -195,3 +195,68 @@ def test_ray_block_runs_as_written(tmp_path):
             tables.append(pa.ipc.open_file(str(tmp_path / "hits.arrow")).read_all())
     assert (tmp_path / "docs.parquet").is_file() and len(tables) == 2
     assert tables[0].equals(tables[1]) and tables[0].num_rows > 0  # query-parallel and sharded: the same rows
+
+
+# --- Agents: MCP and LangChain ---------------------------------------------------------------------------
+AGENTS = "Agents: MCP and LangChain"
+
+
+def section_python(title: str) -> list[str]:
+    text = README.read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start : end if end > 0 else None], re.S)
+
+
+def printed(code: str) -> str:
+    """What a block's ``print(...)  # OUTPUT`` lines say they print (``\\n`` a line break)."""
+    return "".join(re.search(r"print\(.*\)\s+# (.*)$", line).group(1).replace("\\n", "\n") + "\n"
+                   for line in code.splitlines() if line.strip().startswith("print("))
+
+
+@pytest.mark.slow
+def test_agents_commands_run_as_written(tmp_path):
+    """``mempp mcp`` as the section writes it: over stdio it serves until its input closes; with
+    ``--http`` (on a free port here instead of 8765) it prints its URL, and the SDK's client lists the tools."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'mempp[mcp]')")
+    import anyio
+    from mcp import Client
+
+    lines = command_lines(section_block(AGENTS))
+    assert [line.split()[:2] for line in lines] == [["mempp", "mcp"]] * 2 and "--http 127.0.0.1:8765" in lines[1]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path}
+    server = subprocess.Popen(["bash", "-c", "exec " + lines[1].replace("127.0.0.1:8765", "127.0.0.1:0")], cwd=tmp_path, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        line = server.stderr.readline()
+        assert " at http://127.0.0.1:" in line, line + server.stderr.read()
+
+        async def tools():
+            async with Client(line.split(" at ", 1)[1].strip()) as c:
+                return {t.name for t in (await c.list_tools()).tools}
+
+        assert anyio.run(tools) == {"remember", "recall", "get", "history", "supersede"}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_agents_python_examples_print_what_they_say(tmp_path, monkeypatch):
+    """The section's two Python blocks run as written (the real model; the MCP example starts
+    ``mempp mcp`` from PATH) and print what their comments say."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'mempp[mcp]')")
+    pytest.importorskip("langchain_core", reason="the langchain extra is not installed (pip install 'mempp[langchain]')")
+    codes = section_python(AGENTS)
+    assert len(codes) == 2 and "mcp" in codes[0] and "MemppRetriever" in codes[1]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for code in codes:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md", "exec"), {})
+        assert out.getvalue() == printed(code), code

@@ -124,9 +124,14 @@ def test_a_damaged_version_file_is_named(tmp_path):
         data = bytearray(name.read_bytes())
         data[len(data) // 2] ^= 0x01
         name.write_bytes(bytes(data))
-        with pytest.raises(CorruptStoreError) as info:
-            mempp.Store.open(copy, embedder=mempp.HashEmbedder(8), read_only=True)
-        assert f"{version:08d}.json" in str(info.value)
+        if version == 1:  # every chain runs through the checkpoint: no whole version is left
+            with pytest.raises(CorruptStoreError) as info:
+                mempp.Store.open(copy, embedder=mempp.HashEmbedder(8), read_only=True)
+            assert f"{version:08d}.json" in str(info.value)
+        else:  # the newest whole version before it is read, and the warning names the damaged file
+            with pytest.warns(mempp.StoreRecoveredWarning, match=f"{version:08d}.json"):
+                with mempp.Store.open(copy, embedder=mempp.HashEmbedder(8), read_only=True) as s:
+                    assert s.version == version - 1 and len(s) == version - 1
 
 
 @pytest.mark.parametrize("rows", [0, 3, 70_000])

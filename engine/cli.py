@@ -127,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
                    help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--backdate", action="store_true",
+                   help="allow a supersedes naming a document dated after the new one (it would never have been valid)")
     _wait_arg(p)
 
     p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
@@ -238,19 +240,20 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
-        n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
+        # nothing is written before every record and every supersession of the file passes
+        n, joins = _check_records(store, args.file, args.batch_size, quiet=args.quiet, backdate=args.backdate)
         total = added = dups = skipped = 0
         first_version = store.version
         done_where: str | None = None
         column = args.embeddings_column
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
-            for where, batch in _records(args.file, args.batch_size, tables=column is not None):
+            for where, batch in _joined(_records(args.file, args.batch_size, tables=column is not None), joins):
                 before = len(store)
                 try:
                     if column is None:
-                        ids = store.add(batch, progress=bar)
+                        ids = store.add(batch, progress=bar, backdate=args.backdate)
                     else:  # a document table with its vectors: nothing to embed
-                        ids = store.add(batch, embeddings=column)
+                        ids = store.add(batch, embeddings=column, backdate=args.backdate)
                         bar.update(len(where))
                 except MemppError as exc:
                     if done_where is None:
@@ -275,17 +278,54 @@ def _records(path: str, batch_size: int, tables: bool = False):
     return read_tables(path, batch_size) if tables else read_records(path, batch_size)
 
 
-def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
+def _joined(batches, joins: list[tuple[int, int]]):
+    """``batches`` (``(where, records or table)``), consecutive ones joined into one commit where
+    a cut would fall inside one of ``joins`` (``(first, last)`` record indexes of the file: a
+    ``supersedes`` and the last line of the id it names, committed together)."""
+    import pyarrow as pa
+
+    held_where: list[str] = []
+    held: list = []
+    end = 0
+    j = 0
+    for where, batch in batches:
+        held_where += where
+        held.append(batch)
+        end += len(where)
+        while j < len(joins) and joins[j][1] < end:
+            j += 1
+        if j < len(joins) and joins[j][0] < end <= joins[j][1]:
+            continue  # a supersedes and the id it names would land in different commits
+        if isinstance(held[0], list):
+            yield held_where, [r for b in held for r in b]
+        else:
+            yield held_where, pa.concat_tables(held) if len(held) > 1 else held[0]
+        held_where, held = [], []
+
+
+def _check_records(store, path: str, batch_size: int, quiet: bool = False, backdate: bool = False) -> tuple[int, list[tuple[int, int]]]:
     """Check every record of ``path`` as ``Store.add`` would, before anything is committed: each
-    record's fields, and that every ``supersedes`` names a document stored or earlier in the file.
-    Reads the file once, a batch at a time (memory: one batch, and the file's keys). Returns the
-    number of records."""
-    from .errors import DocumentNotFound
+    record's fields, and the supersessions the whole file records, by the rule every write
+    follows (``supersession.plan``): the versions of an id ordered by date, every ``supersedes``
+    resolved among the stored documents and the whole file whatever the order of its lines, a
+    cycle or (without ``backdate``) a ``supersedes`` naming a later-dated document refused. Reads
+    the file once, a batch at a time (memory: one batch, and the file's ids and references).
+    Returns the number of records and the spans of records that must be committed together
+    (a ``supersedes`` and the last line of the id it names, when that comes later)."""
+    from mempp.storage import FOREVER, now_us
+
     from .ingest import prepare_batch
     from .progress import ProgressBar
+    from .supersession import Item, plan
 
-    keys: set[str] = set()
+    now = now_us()
+    view = store._store_view()
+    stored_active = lambda doc, key: int(view.valid_until[doc]) == FOREVER  # noqa: E731
+    items: list[Item] = []
+    last: dict[str, int] = {}  # id -> the last record of the file that has it
+    refs: list[tuple[int, str]] = []
     n = 0
+    next_doc = len(store)
     with ProgressBar(None, "check", enabled=not quiet) as bar:
         for where, batch in _records(path, batch_size):
             try:
@@ -295,21 +335,31 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
                     raise
                 raise ValidationError(f"{where[exc.record]}: " + str(exc).split(": ", 1)[-1]) from None
             for i, row in enumerate(rows):
-                if row is None:
+                if row is None or (row.key is None and not row.supersedes):
                     continue
-                for target in row.supersedes:
-                    if target == row.key:
-                        raise ValidationError(f"{where[i]}: field 'supersedes': a document cannot supersede itself")
-                    if target not in keys:
-                        try:
-                            store.get(target)
-                        except DocumentNotFound:
-                            raise ValidationError(f"{where[i]}: field 'supersedes': no document with id {target!r}") from None
                 if row.key is not None:
-                    keys.add(row.key)
+                    last[row.key] = n + i
+                refs.extend((n + i, t) for t in row.supersedes)
+                if store._duplicate(row, [], {}, stored_active) is not None:
+                    continue  # a re-ingest of a stored document: it records nothing
+                items.append(Item(next_doc, n + i, row.key, row.date if row.date is not None else now, row.date is not None,
+                                  row.supersedes, backdate, where[i]))
+                next_doc += 1
             n += len(batch)
             bar.update(len(batch))
-    return n
+    try:
+        plan(view, items, recorded=now, backdate=backdate)
+    except ValidationError as exc:
+        it = next((x for x in items if x.record == exc.record), None)
+        raise ValidationError(f"{it.name if it else 'record ' + str(exc.record)}: field {exc.field!r}: {exc.message}") from None
+    spans = sorted((i, last[t]) for i, t in refs if last.get(t, -1) > i)
+    joins: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if joins and lo <= joins[-1][1]:
+            joins[-1] = (joins[-1][0], max(joins[-1][1], hi))
+        else:
+            joins.append((lo, hi))
+    return n, joins
 
 
 def _distributed():

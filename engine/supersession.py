@@ -41,7 +41,7 @@ class Item:
     """A new document of a write, as the rule sees it: its doc id, its record (its place in
     the input), its id (key), its position (its date, or the write's instant when undated),
     whether it is dated, the ids its ``supersedes`` field names, and whether its call passed
-    ``backdate=True``."""
+    ``backdate=True``; ``name``: how an error names it (else ``record N``)."""
 
     doc: int
     record: int | None
@@ -50,6 +50,7 @@ class Item:
     dated: bool
     supersedes: tuple[str, ...] = ()
     backdate: bool = False  # its supersedes may leave a document without a valid version
+    name: str | None = None  # how an error names it (``FILE:LINE``); else by its record
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +143,14 @@ class Chains:
     def short(self, doc: int) -> str:
         it = self.items.get(doc)
         if it is not None:
-            return f"record {it.record}" + (f" (id {it.key!r})" if it.key is not None else "")
+            return (it.name or f"record {it.record}") + (f" (id {it.key!r})" if it.key is not None else "")
         key = self.view.key_of(doc)
         return f"{key!r} (stored doc id {doc})" if key is not None else f"stored doc id {doc}"
 
     def label(self, doc: int) -> str:
         it = self.items.get(doc)
         if it is not None:
-            where = f"record {it.record}" if it.record is not None else f"doc id {doc}"
+            where = it.name or (f"record {it.record}" if it.record is not None else f"doc id {doc}")
             return where + (f" (id {it.key!r}, " if it.key is not None else " (") + f"{_when(it.at if it.dated else None)})"
         key = self.view.key_of(doc)
         return (f"{key!r} (stored doc id {doc}, " if key is not None else f"stored doc id {doc} (") + f"{_when(self.view.date(doc))})"

@@ -312,20 +312,13 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False, backd
     the file once, a batch at a time (memory: one batch, and the file's ids and references).
     Returns the number of records and the spans of records that must be committed together
     (a ``supersedes`` and the last line of the id it names, when that comes later)."""
-    from mempp.storage import FOREVER, now_us
-
     from .ingest import prepare_batch
     from .progress import ProgressBar
-    from .supersession import Item, plan
 
-    now = now_us()
-    view = store._store_view()
-    stored_active = lambda doc, key: int(view.valid_until[doc]) == FOREVER  # noqa: E731
-    items: list[Item] = []
+    entries: list[tuple] = []  # (record, where, key, date, supersedes) of each keyed or referencing new row
     last: dict[str, int] = {}  # id -> the last record of the file that has it
     refs: list[tuple[int, str]] = []
     n = 0
-    next_doc = len(store)
     with ProgressBar(None, "check", enabled=not quiet) as bar:
         for where, batch in _records(path, batch_size):
             try:
@@ -340,18 +333,11 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False, backd
                 if row.key is not None:
                     last[row.key] = n + i
                 refs.extend((n + i, t) for t in row.supersedes)
-                if store._duplicate(row, [], {}, stored_active) is not None:
-                    continue  # a re-ingest of a stored document: it records nothing
-                items.append(Item(next_doc, n + i, row.key, row.date if row.date is not None else now, row.date is not None,
-                                  row.supersedes, backdate, where[i]))
-                next_doc += 1
+                if not store._stored_replay(row):  # a re-ingest of a stored document records nothing
+                    entries.append((n + i, where[i], row.key, row.date, row.supersedes))
             n += len(batch)
             bar.update(len(batch))
-    try:
-        plan(view, items, recorded=now, backdate=backdate)
-    except ValidationError as exc:
-        it = next((x for x in items if x.record == exc.record), None)
-        raise ValidationError(f"{it.name if it else 'record ' + str(exc.record)}: field {exc.field!r}: {exc.message}") from None
+    store._check_supersessions(entries, backdate)
     spans = sorted((i, last[t]) for i, t in refs if last.get(t, -1) > i)
     joins: list[tuple[int, int]] = []
     for lo, hi in spans:

@@ -204,7 +204,7 @@ def plan(view: StoreView, items: Sequence[Item] = (), events: Sequence[Event] = 
         if not (backdate or it.backdate) and when is not None and it.at < when:
             raise ValidationError(
                 f"{chains.label(it.doc)} supersedes {chains.label(old)}, which is dated after it: "
-                f"{target!r} would never have been valid; pass backdate=True if that is meant",
+                f"{target!r} would never have been valid; pass backdate=True (mempp add --backdate) if that is meant",
                 field="supersedes", record=it.record, key=it.key,
             )
         out.append((old, it.doc, it.at))
@@ -328,6 +328,23 @@ class SupersedePath:
         (``record``) and nothing is written.
         """
         self._supersede(events, many=True, backdate=backdate)
+
+    def _check_supersessions(self, entries: Sequence[tuple], backdate: bool = False) -> None:
+        """Raise the ``ValidationError`` :func:`plan` gives for new documents ``entries``
+        (``(record, name, key, date µs or None, supersedes)``, in input order) added to the current
+        version, naming each record by ``name`` (``FILE:LINE``): ``mempp add`` checks a whole file
+        this way before its first commit. Writes nothing."""
+        now = now_us()
+        first = len(self)
+        items = [
+            Item(first + i, record, key, date if date is not None else now, date is not None, sups, backdate, name)
+            for i, (record, name, key, date, sups) in enumerate(entries)
+        ]
+        try:
+            plan(self._store_view(), items, recorded=now, backdate=backdate)
+        except ValidationError as exc:
+            it = next((x for x in items if x.record == exc.record), None)
+            raise ValidationError(f"{it.name if it else exc.record}: field {exc.field!r}: {exc.message}") from None
 
     def _supersede(self, events: Iterable[tuple], many: bool, backdate: bool = False) -> None:
         with self._write_mutex:

@@ -592,6 +592,12 @@ class WritePath:
                     return doc
         return None
 
+    def _stored_replay(self, row: Row) -> bool:
+        """Whether ``row`` re-ingests a stored document (``_duplicate`` against the store alone)."""
+        self._index_keys()
+        active = lambda doc, key: self._snap.valid_until[doc] == FOREVER  # noqa: E731
+        return self._duplicate(row, [], {}, active) is not None
+
     def _store_view(self) -> StoreView:
         """The current version as :func:`supersession.plan` reads it."""
         self._index_keys()

@@ -85,7 +85,7 @@ def apply(store, history) -> None:
                 store.add(op[1], backdate=op[2])
             else:
                 store.supersede(op[1], op[2], effective=op[3], backdate=True)  # effective dates drawn freely
-        except mempp.ValidationError:
+        except (mempp.ValidationError, mempp.DocumentNotFound):  # an id only a refused write had
             pass
 
 

@@ -182,7 +182,10 @@ class Model:
         """A key's active version, else its newest version."""
         doc = self.active_with_key(key)
         if doc is None:
-            doc = [d for d in self.docs if d.key == key][-1]
+            found = [d for d in self.docs if d.key == key]
+            if not found:  # an id only a refused write had
+                raise Refused("no document with id")
+            doc = found[-1]
         return doc
 
     def plan(self, new: list[MDoc], check: bool) -> list:
@@ -328,13 +331,13 @@ def both(store_call, model_call):
     lo = wall_us()
     try:
         got = store_call()
-    except mempp.ValidationError as exc:
+    except (mempp.ValidationError, mempp.DocumentNotFound) as exc:
         got = exc
     at = Recorded(lo, wall_us())
     try:
         want = model_call(at)
     except Refused as why:
-        assert isinstance(got, mempp.ValidationError), f"the store accepted what the model refuses ({why}): {got}"
+        assert isinstance(got, (mempp.ValidationError, mempp.DocumentNotFound)), f"the store accepted what the model refuses ({why}): {got}"
         assert why.args[0] in str(got), (why.args[0], str(got))
         return None
     assert not isinstance(got, Exception), f"the store refused what the model accepts: {got}"

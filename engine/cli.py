@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from .config import (
@@ -129,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
                    help=f"model of a new store (default {DEFAULT_ALIAS}); an existing store keeps its own")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--backdate", action="store_true",
+                   help="allow a supersedes naming a document dated after the new one (it would never have been valid)")
     _wait_arg(p)
 
     p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
@@ -260,22 +263,27 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
     _input_file(args.file)  # a file that cannot be read fails before a store is opened, or created
-    # A new store is created only for a file whose every record passes: no empty store is left behind.
-    n = None if os.path.lexists(args.store) else _check_records(None, args.file, args.batch_size, quiet=args.quiet)
+    created = not os.path.lexists(args.store)
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
-        if n is None:
-            n = _check_records(store, args.file, args.batch_size, quiet=args.quiet)  # nothing is written before all pass
+        # nothing is written before every record and every supersession of the file passes
+        try:
+            n, joins = _check_records(store, args.file, args.batch_size, quiet=args.quiet, backdate=args.backdate)
+        except BaseException:
+            if created:  # a new store is kept only for a file whose every record passes
+                store.close()
+                _remove_unused_store(Path(args.store))
+            raise
         added = dups = skipped = 0  # what this process's own commits did (Store.add's Added), whatever others commit
         mine: list[int] = []  # the versions this process committed
         done_where: str | None = None
         column = args.embeddings_column
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
-            for where, batch in _records(args.file, args.batch_size, tables=column is not None):
+            for where, batch in _joined(_records(args.file, args.batch_size, tables=column is not None), joins):
                 try:
                     if column is None:
-                        ids = store.add(batch, progress=bar)
+                        ids = store.add(batch, progress=bar, backdate=args.backdate)
                     else:  # a document table with its vectors: nothing to embed
-                        ids = store.add(batch, embeddings=column)
+                        ids = store.add(batch, embeddings=column, backdate=args.backdate)
                         bar.update(len(where))
                 except MemppError as exc:
                     if done_where is None:
@@ -294,6 +302,19 @@ def cmd_add(args: argparse.Namespace) -> int:
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
               f"{len(store)} documents at version {store.version}")
     return 0
+
+
+def _remove_unused_store(path: Path) -> None:
+    """Remove a store directory this command created and committed nothing to (its lock file and
+    empty folders only; anything else in it is left where it is)."""
+    for name in ("segments", "manifests"):
+        with contextlib.suppress(OSError):
+            (path / name).rmdir()
+    with contextlib.suppress(OSError):
+        if (path / "LOCK").is_file() and not (path / "CURRENT").exists():
+            (path / "LOCK").unlink()
+    with contextlib.suppress(OSError):
+        path.rmdir()
 
 
 def _input_file(path: str) -> None:
@@ -315,16 +336,46 @@ def _records(path: str, batch_size: int, tables: bool = False):
     return read_tables(path, batch_size) if tables else read_records(path, batch_size)
 
 
-def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> int:
+def _joined(batches, joins: list[tuple[int, int]]):
+    """``batches`` (``(where, records or table)``), consecutive ones joined into one commit where
+    a cut would fall inside one of ``joins`` (``(first, last)`` record indexes of the file: a
+    ``supersedes`` and the last line of the id it names, committed together)."""
+    import pyarrow as pa
+
+    held_where: list[str] = []
+    held: list = []
+    end = 0
+    j = 0
+    for where, batch in batches:
+        held_where += where
+        held.append(batch)
+        end += len(where)
+        while j < len(joins) and joins[j][1] < end:
+            j += 1
+        if j < len(joins) and joins[j][0] < end <= joins[j][1]:
+            continue  # a supersedes and the id it names would land in different commits
+        if isinstance(held[0], list):
+            yield held_where, [r for b in held for r in b]
+        else:
+            yield held_where, pa.concat_tables(held) if len(held) > 1 else held[0]
+        held_where, held = [], []
+
+
+def _check_records(store, path: str, batch_size: int, quiet: bool = False, backdate: bool = False) -> tuple[int, list[tuple[int, int]]]:
     """Check every record of ``path`` as ``Store.add`` would, before anything is committed: each
-    record's fields, and that every ``supersedes`` names a document stored or earlier in the file
-    (``store`` None: a store yet to be created, holding nothing). Reads the file once, a batch at
-    a time (memory: one batch, and the file's keys). Returns the number of records."""
-    from .errors import DocumentNotFound
+    record's fields, and the supersessions the whole file records, by the rule every write
+    follows (``supersession.plan``): the versions of an id ordered by date, every ``supersedes``
+    resolved among the stored documents and the whole file whatever the order of its lines, a
+    cycle or (without ``backdate``) a ``supersedes`` naming a later-dated document refused. Reads
+    the file once, a batch at a time (memory: one batch, and the file's ids and references).
+    Returns the number of records and the spans of records that must be committed together
+    (a ``supersedes`` and the last line of the id it names, when that comes later)."""
     from .ingest import prepare_batch
     from .progress import ProgressBar
 
-    keys: set[str] = set()
+    entries: list[tuple] = []  # (record, where, key, date, supersedes) of each keyed or referencing new row
+    last: dict[str, int] = {}  # id -> the last record of the file that has it
+    refs: list[tuple[int, str]] = []
     n = 0
     with ProgressBar(None, "check", enabled=not quiet) as bar:
         for where, batch in _records(path, batch_size):
@@ -335,23 +386,24 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False) -> in
                     raise
                 raise ValidationError(f"{where[exc.record]}: " + str(exc).split(": ", 1)[-1]) from None
             for i, row in enumerate(rows):
-                if row is None:
+                if row is None or (row.key is None and not row.supersedes):
                     continue
-                for target in row.supersedes:
-                    if target == row.key:
-                        raise ValidationError(f"{where[i]}: field 'supersedes': a document cannot supersede itself")
-                    if target not in keys:
-                        try:
-                            if store is None:
-                                raise DocumentNotFound(target)
-                            store.get(target)
-                        except DocumentNotFound:
-                            raise ValidationError(f"{where[i]}: field 'supersedes': no document with id {target!r}") from None
                 if row.key is not None:
-                    keys.add(row.key)
+                    last[row.key] = n + i
+                refs.extend((n + i, t) for t in row.supersedes)
+                if not store._stored_replay(row):  # a re-ingest of a stored document records nothing
+                    entries.append((n + i, where[i], row.key, row.date, row.supersedes))
             n += len(batch)
             bar.update(len(batch))
-    return n
+    store._check_supersessions(entries, backdate)
+    spans = sorted((i, last[t]) for i, t in refs if last.get(t, -1) > i)
+    joins: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if joins and lo <= joins[-1][1]:
+            joins[-1] = (joins[-1][0], max(joins[-1][1], hi))
+        else:
+            joins.append((lo, hi))
+    return n, joins
 
 
 def _distributed():

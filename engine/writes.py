@@ -1,6 +1,6 @@
 """The write path of a :class:`~mempp.Store`: documents checked, matched against what is stored,
-embedded and committed; ANN indexes; the commit and publication of every change (supersessions:
-``supersession.py``; merges of segments: ``merging.py``).
+embedded and committed; ANN indexes; the commit and publication of every change (which
+supersessions a write records: ``supersession.plan``, the one rule; merges of segments: ``merging.py``).
 
 Concurrent ``add`` calls of one process coalesce into one commit (group commit): each call
 checks and embeds its own documents in its own thread, queues them, and the first caller to
@@ -12,7 +12,7 @@ the writer's process (``Store.open(merge="background")``, the default) or when a
 
 Owns: every change to a store. Must never rank or answer queries.
 
-Never imports: reads, planner, fusion, lexical, vector, merging, supersession, onnxruntime.
+Never imports: reads, planner, fusion, lexical, vector, merging, onnxruntime.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from mempp.storage.writer import guarded
 
 from .dates import iso
 from .errors import DocumentNotFound, ValidationError
+from .supersession import Chains, Item, StoreView, plan
 from .ingest import Deferred, NewRows, Plain, Row, check_embeddings, prepare_batch, record_fingerprints
 from .tables import is_table, split_table
 from .types import Added
@@ -98,10 +99,11 @@ class _CyclicGCPaused:
 class _Ticket:
     """One ``add`` call's checked documents, waiting for a commit (group commit)."""
 
-    __slots__ = ("rows", "supplied", "windows", "progress", "result", "error", "done")
+    __slots__ = ("rows", "supplied", "windows", "progress", "backdate", "result", "error", "done")
 
-    def __init__(self, rows, supplied, windows, progress):
+    def __init__(self, rows, supplied, windows, progress, backdate=False):
         self.rows, self.supplied, self.windows, self.progress = rows, supplied, windows, progress
+        self.backdate = backdate
         self.result: list[int | None] | None = None
         self.error: BaseException | None = None
         self.done = False
@@ -117,6 +119,7 @@ class WritePath:
         *,
         batch_size: int = 32,
         progress: Callable[[int], None] | None = None,
+        backdate: bool = False,
     ) -> Added:
         """Add documents as one commit; when it returns the batch is committed and durable.
 
@@ -125,9 +128,14 @@ class WritePath:
         the same key and date); ``None`` for an empty or whitespace-only text. The list is an
         :class:`~mempp.Added`, whose ``new``, ``existing`` and ``skipped`` count what this call
         itself committed (other processes' and threads' commits never enter them).
-        A key that matches an active document with other text stores a new version and records
-        a supersession of the old one, effective at the new document's date. A ``supersedes``
-        field (a key or list of keys) records the same for other documents.
+        A key that matches a stored document with other text stores a new version: the versions
+        of one key are ordered by date whatever the input order (an undated one at the instant
+        it is recorded), each superseded effective at the next one's date. A ``supersedes`` field
+        (a key or list of keys) records that this document replaces, from its date, the version
+        of that key in force then, found among the stored documents and the whole batch
+        (whatever its order). Refused with nothing written: a key found nowhere, a cycle, and,
+        unless ``backdate=True``, a ``supersedes`` naming a document dated after this one (it
+        would never have been valid). The rule: ``mempp.supersession.plan``.
         ``docs`` is an iterable of records (dicts or :class:`mempp.Document`), or an Arrow table of
         documents (``mempp.tables``: a column per field; ``mempp embed`` writes one); a single
         dict is refused (wrap it in a list). Calls from several threads coalesce into one commit.
@@ -154,10 +162,10 @@ class WritePath:
             docs = list(records)
             if len(docs) >= BIG_BATCH:
                 with self._write_mutex:
-                    return self._add(docs, embeddings, batch_size, progress, windows)
-            return self._add_grouped(docs, embeddings, batch_size, progress, windows)
+                    return self._add(docs, embeddings, batch_size, progress, windows, bool(backdate))
+            return self._add_grouped(docs, embeddings, batch_size, progress, windows, bool(backdate))
 
-    def _add_grouped(self, docs: list, embeddings, batch_size, progress, windows=None) -> list[int | None]:
+    def _add_grouped(self, docs: list, embeddings, batch_size, progress, windows=None, backdate=False) -> list[int | None]:
         self._check_writable()
         rows, supplied = prepare_batch(docs, embeddings, self.dim)
         if supplied is None:
@@ -165,7 +173,7 @@ class WritePath:
         if supplied is None and any(r is not None for r in rows):
             supplied, windows = self._embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
             progress = None
-        ticket = _Ticket(rows, supplied, windows, progress)
+        ticket = _Ticket(rows, supplied, windows, progress, backdate)
         with self._queue_lock:
             self._queue.append(ticket)
         with self._write_mutex:
@@ -208,8 +216,9 @@ class WritePath:
             wins = [(w[0] + off, w[1]) for t, off in zip(pending, offsets) if (w := t.windows) is not None and len(w[0])]
             windows = (np.concatenate([w[0] for w in wins]), np.concatenate([w[1] for w in wins])) if wins else None
             first = self._snap.n_docs  # the commit's new doc ids start here, in the order of the rows
+            backdate = {r.record + int(off) for t, off in zip(pending, offsets) if t.backdate for r in t.rows if r is not None}
             try:
-                results, batch = self._add_rows(rows, supplied, 32, None, None, windows=windows)
+                results, batch = self._add_rows(rows, supplied, 32, None, None, windows=windows, backdate=backdate)
             except ValidationError as exc:
                 if exc.record is None:
                     raise
@@ -241,7 +250,7 @@ class WritePath:
             self._commit(batch)
         return results
 
-    def _add(self, docs, embeddings, batch_size, progress, windows=None) -> list[int | None]:
+    def _add(self, docs, embeddings, batch_size, progress, windows=None, backdate=False) -> list[int | None]:
         self._check_writable()
         if embeddings is None:
             windows = None
@@ -253,7 +262,7 @@ class WritePath:
             if len(prepared) < BIG_BATCH:
                 self._begin_write()
                 first = self._snap.n_docs
-                return Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None, windows=windows)), first)
+                return Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, None, windows=windows, backdate=backdate)), first)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
         # the rows are checked and matched against the store here; used if every row turns out
         # new. When every record is a dict with a string text, the texts are known before they
@@ -289,7 +298,7 @@ class WritePath:
                 quantized = vectors.submit(_quantized, supplied)
             self._begin_write()
             first = self._snap.n_docs
-            out = Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows)), first)
+            out = Added(self._commit_rows(*self._add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows, backdate)), first)
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
@@ -299,12 +308,13 @@ class WritePath:
         return out
 
     def _add_rows(
-        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None, windows=None
+        self, rows: list[Row | None] | Plain, supplied, batch_size, progress, tokens, quantized=None, windows=None, backdate=False
     ) -> tuple[list[int | None], CommitBatch | None]:
         """The results of adding the checked ``rows`` (or a :class:`Plain` batch, its fingerprints
         set) to the current version, and the commit that adds them (None when nothing is new).
         ``windows``: (record, vector) of the rows' extra window vectors, when ``supplied`` was made
-        by the store's own embedder. Call with the writer's state held (``_begin_write``)."""
+        by the store's own embedder; ``backdate``: True, False, or the set of records it is True for.
+        The supersessions are :func:`supersession.plan`'s. Call with the writer's state held (``_begin_write``)."""
         snap = self._snap
         ingested = now_us()
         if isinstance(rows, Plain):
@@ -327,15 +337,11 @@ class WritePath:
         next_id = snap.n_docs
         results: list[int | None] = []
         new_rows: list[Row] = []
-        batch_keys: dict[str, int] = {}
+        items: list[Item] = []
         batch_fps: dict[int, list[tuple[int, str | None]]] = {}
         batch_dates: dict[int, int | None] = {}
-        retired: set[int] = set()  # superseded by this batch
-        sups: list[tuple[int, int, int, int]] = []
-
-        def active(doc: int) -> bool:
-            return doc not in retired and (doc >= snap.n_docs or snap.valid_until[doc] == FOREVER)
-
+        view = self._store_view()
+        known = Chains(view)  # the store's versions and this batch's rows so far: which are active
         fps = np.fromiter((r.fingerprint for r in rows if r is not None), dtype=np.uint64)
         stored_fps = set(fps[self._fps.contains(fps)].tolist())  # the batch's fingerprints some stored row has
         for row in rows:
@@ -344,35 +350,23 @@ class WritePath:
                 continue
             in_batch = batch_fps.get(row.fingerprint)
             if in_batch is not None or row.fingerprint in stored_fps:  # else no row can be the same document
-                dup = self._duplicate(row, in_batch or [], batch_dates, active)
+                dup = self._duplicate(row, in_batch or [], batch_dates, known.active)
                 if dup is not None:
                     results.append(dup)
                     continue
             doc_id = next_id
             next_id += 1
-            effective = row.date if row.date is not None else ingested
-            if row.key is not None:
-                prev = batch_keys.get(row.key)
-                if prev is None:
-                    prev = self._active(row.key)
-                if prev is not None and active(prev):
-                    sups.append((prev, doc_id, effective, ingested))
-                    retired.add(prev)
-                batch_keys[row.key] = doc_id
-            for target_key in row.supersedes:
-                target = batch_keys.get(target_key)
-                if target is None:
-                    target = self._active(target_key, latest=True)
-                if target is None:
-                    raise ValidationError(f"no document with id {target_key!r}", field="supersedes", record=row.record, key=row.key)
-                if target == doc_id:
-                    raise ValidationError("a document cannot supersede itself", field="supersedes", record=row.record, key=row.key)
-                sups.append((target, doc_id, effective, ingested))
-                retired.add(target)
+            item = Item(
+                doc_id, row.record, row.key, row.date if row.date is not None else ingested, row.date is not None,
+                row.supersedes, backdate if isinstance(backdate, bool) else row.record in backdate,
+            )
+            known.add(item)
+            items.append(item)
             batch_fps.setdefault(row.fingerprint, []).append((doc_id, row.key))
             batch_dates[doc_id] = row.date
             new_rows.append(row)
             results.append(doc_id)
+        sups = [(o, n, e, ingested) for o, n, e in plan(view, items, recorded=ingested)]
 
         if new_rows or sups:
             if tokens is not None:
@@ -604,13 +598,33 @@ class WritePath:
         for doc, key in reversed(stored + in_batch):
             if key is not None and row.key is not None and key != row.key:
                 continue
-            if active(doc):
+            if active(doc, key):
                 return doc
             if key is not None and key == row.key:
                 when = batch_dates[doc] if doc in batch_dates else int(self._snap.dates[doc])
                 if (None if when == NAT else when) == row.date:
                     return doc
         return None
+
+    def _stored_replay(self, row: Row) -> bool:
+        """Whether ``row`` re-ingests a stored document (``_duplicate`` against the store alone)."""
+        self._index_keys()
+        active = lambda doc, key: self._snap.valid_until[doc] == FOREVER  # noqa: E731
+        return self._duplicate(row, [], {}, active) is not None
+
+    def _store_view(self) -> StoreView:
+        """The current version as :func:`supersession.plan` reads it."""
+        self._index_keys()
+        snap = self._snap
+
+        def ingested(doc: int) -> int:
+            entry, row = snap.locate(doc)
+            return int(entry.segment.table.column("ingested_at")[row].value)
+
+        def key_of(doc: int) -> str | None:
+            return snap.keys_of([doc])[0].as_py()
+
+        return StoreView(snap.dates, snap.valid_until, self._keys, ingested, key_of)
 
     def _active(self, key: str, latest: bool = False) -> int | None:
         """The active document with ``key`` (or, with ``latest``, the newest version if none is active)."""

@@ -32,6 +32,10 @@ def operations(seed: int) -> Iterator[tuple]:
     rng = random.Random(seed)
     keys: list[str] = []
     retired: set[str] = set()  # keys whose newest version is superseded: never a replacement (no cycles)
+    # Each key's versions' dates (None: undated, after every dated one), so that no write is one
+    # the rule refuses (README, Temporal rules): a supersedes only on a new dated document and
+    # naming ids whose every version is dated before it, and no two versions of an id on one date.
+    dates: dict[str, list[str | None]] = {}
     n = 0
     while True:
         live = [k for k in keys if k not in retired]
@@ -44,20 +48,26 @@ def operations(seed: int) -> Iterator[tuple]:
         batch = []
         for _ in range(rng.randint(1, 3)):
             n += 1
-            if keys and rng.random() < 0.3:
-                key = rng.choice(keys)  # a new version of an existing key
-                retired.discard(key)
-            else:
+            fresh = not keys or rng.random() >= 0.3
+            if fresh:
                 key = f"k{n}"
                 keys.append(key)
+            else:
+                key = rng.choice(keys)  # a new version of an existing key, dated before or after the others
             doc = {"id": key, "text": " ".join(rng.choices(VOCAB, k=rng.randint(1, 5))) + f" item{n}"}
             author = rng.choice(AUTHORS)
             if author:
                 doc["author"] = author
             if rng.random() < 0.9:
-                doc["date"] = _day(rng)
-            others = [k for k in keys if k != key]
-            if others and rng.random() < 0.15:
+                day = _day(rng)
+                if day not in dates.get(key, ()):
+                    doc["date"] = day
+            seen = dates.setdefault(key, [])
+            if doc.get("date") is None or (None not in seen and all(doc["date"] > d for d in seen)):
+                retired.discard(key)  # the newest version: the active one
+            seen.append(doc.get("date"))
+            others = [k for k in keys if k != key and doc.get("date") and all(d is not None and d < doc["date"] for d in dates[k])]
+            if fresh and others and rng.random() < 0.15:
                 doc["supersedes"] = [rng.choice(others)]
                 retired.update(doc["supersedes"])
             batch.append(doc)

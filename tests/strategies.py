@@ -3,9 +3,11 @@
 Documents use a small vocabulary so BM25 terms overlap, a few authors (or none),
 and dates over a few years (some undated); with ``provenance``, a few threads and
 channels too. ``histories`` builds a random sequence of store operations (batches of
-adds, re-adds of an existing ``id``, replays of any stored version, explicit
-supersessions) that is always valid input: every ``supersedes`` target and every
-``Store.supersede`` key refers to a key that is stored by then.
+adds, re-adds of an existing ``id`` dated before or after its other versions, replays of
+any stored version, ``supersedes`` naming ids stored before or added later in the same
+batch, explicit supersessions), some of which the store must refuse (a ``supersedes``
+naming a later-dated document without ``backdate=True``, a cycle): the model of
+``test_temporal`` says which.
 """
 
 from __future__ import annotations
@@ -101,9 +103,10 @@ def documents(
 
 @dataclass
 class History:
-    """Operations for a store: ``("add", [docs])`` and ``("supersede", old_key, new_key, effective)``
-    (replayed with ``backdate=True``: the effective dates are drawn freely; the replacement is never
-    itself superseded, which ``Store.supersede`` refuses)."""
+    """Operations for a store: ``("add", [docs], backdate)`` and ``("supersede", old_key, new_key, effective)``
+    (replayed with ``backdate=True``: the effective dates are drawn freely; the replacement is
+    meant to be active, though a version added out of date order may leave it superseded, which
+    ``Store.supersede`` refuses)."""
 
     ops: list = field(default_factory=list)
     keys: list = field(default_factory=list)
@@ -112,7 +115,7 @@ class History:
         lines = []
         for op in self.ops:
             if op[0] == "add":
-                lines.append("add " + repr(op[1]))
+                lines.append("add " + repr(op[1]) + (" backdate=True" if op[2] else ""))
             else:
                 lines.append(f"supersede({op[1]!r}, {op[2]!r}, effective={op[3]!r})")
         return "History(\n  " + "\n  ".join(lines) + "\n)"
@@ -134,6 +137,7 @@ def histories(draw, max_ops: int = 5, max_batch: int = 4, provenance: bool = Fal
     h = History()
     versions: dict[str, list[dict]] = {}  # key -> its stored versions, oldest first (text, author, date, ...)
     retired: set[str] = set()  # keys whose newest version has been superseded
+    versions_before: set[str] = set()  # keys stored before the batch being drawn
     counter = 0
 
     def fresh_text() -> str:
@@ -180,7 +184,17 @@ def histories(draw, max_ops: int = 5, max_batch: int = 4, provenance: bool = Fal
                 doc["supersedes"] = draw(st.lists(st.sampled_from(targets), min_size=1, max_size=2, unique=True))
                 retired.update(doc["supersedes"])
             batch.append(doc)
-        h.ops.append(("add", batch))
+        # A forward reference: a document names an id that a later document of the batch adds.
+        fresh = [(j, d["id"]) for j, d in enumerate(batch) if d.get("id") and d["id"] not in versions_before]
+        if fresh and draw(st.integers(0, 2)) == 0:
+            j, key = draw(st.sampled_from(fresh))
+            earlier = [i for i in range(j) if batch[i].get("id") is not None and batch[i]["id"] != key]
+            if earlier:
+                i = draw(st.sampled_from(earlier))
+                batch[i] = {**batch[i], "supersedes": list(batch[i].get("supersedes", ())) + [key]}
+                retired.add(key)
+        versions_before.update(versions)
+        h.ops.append(("add", batch, draw(st.integers(0, 2)) == 0))
     return h
 
 

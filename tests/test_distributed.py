@@ -48,7 +48,11 @@ def corpus(n: int, seed: int = 0, long_every: int = 0) -> list[dict]:
             "channel": rng.choice(["email", "chat"]), "priority": rng.choice([1, "high", None]),
         }
         if i > 5 and rng.random() < 0.06 or i == n - 1:
-            d["supersedes"] = f"d{rng.randint(0, i - 1)}"
+            j = rng.randint(0, i - 1)
+            if i == n - 1:
+                d["date"] = "2023-12-31"  # after every other: at least one supersession
+            if docs[j]["date"] < d["date"]:  # else it would need backdate
+                d["supersedes"] = f"d{j}"
         docs.append(d)
     return docs
 

@@ -26,6 +26,7 @@ def build(path, *, seed=0, threads=True, windows=False, copy="int8", commits=5, 
     idx = mempp.IndexConfig(window_stride=40 if windows else None, vector_copy=copy)
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(32), merge="manual", index=idx) as s:
         n = 0
+        dates: list[str | None] = []
         for _ in range(commits):
             docs = []
             for _ in range(per):
@@ -37,7 +38,10 @@ def build(path, *, seed=0, threads=True, windows=False, copy="int8", commits=5, 
                     "channel": rng.choice(["email", "chat"]),
                 }
                 if n > 10 and rng.random() < 0.05:
-                    d["supersedes"] = f"d{rng.randint(0, n - 1)}"
+                    j = rng.randint(0, n - 1)
+                    if d["date"] is not None and (dates[j] is None or dates[j] < d["date"]):  # else it would need backdate
+                        d["supersedes"] = f"d{j}"
+                dates.append(d["date"])
                 docs.append(d)
                 n += 1
             s.add(docs)

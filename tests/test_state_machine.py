@@ -1,6 +1,8 @@
 """T6: a hypothesis state machine against a plain dict model of documents, supersessions and versions.
 
-Rules: add a batch, supersede, query as of a date (candidate set and every hit checked
+Rules: add a batch (versions of one id out of date order, ``supersedes`` naming ids stored
+before or added later in the same batch, with or without ``backdate``: the model says which
+the store must refuse), supersede, query as of a date (candidate set and every hit checked
 against the temporal model of ``test_temporal``), get/history, close and reopen, a pinned
 reader that refreshes, open an older version, and "crash": drop the Store without closing
 it, or carry on from a copy of the directory taken while it was open.
@@ -25,10 +27,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import mempp
 
 from strategies import AUTHORS, as_of_values, author_filters, doc_dates, documents, texts
-from test_temporal import Model, recorded
+from test_temporal import Model, both
 
 LONG = os.environ.get("MEMPP_LONG") == "1"
-RUNS = {"examples": 0, "steps": 0, "queries": 0, "ranked": 0, "ranked_found": 0}
+RUNS = {"examples": 0, "steps": 0, "queries": 0, "ranked": 0, "ranked_found": 0, "refused": 0, "forward": 0}
 ANALYZER = mempp.storage.Analyzer()
 
 
@@ -113,6 +115,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def add(self, data) -> None:
         batch = []
+        keys_before = set(self.keys)
         for _ in range(data.draw(st.integers(1, 4), label="size")):
             kinds = ["new", "keyless"] + (["readd"] if self.keys else []) + (["replay"] if self.stored else [])
             kind = data.draw(st.sampled_from(kinds), label="kind")
@@ -131,10 +134,24 @@ class StoreMachine(RuleBasedStateMachine):
                     doc["supersedes"] = data.draw(st.lists(st.sampled_from(others), min_size=1, max_size=2, unique=True))
             batch.append(doc)
             self._seen(doc.get("date"))
+        # A forward reference: a document names an id that a later document of the batch adds first.
+        ids = [d.get("id") for d in batch]
+        fresh = [j for j, k in enumerate(ids) if j and k is not None and k not in keys_before and ids.index(k) == j]
+        if fresh and data.draw(st.integers(0, 2), label="forward") == 0:
+            j = data.draw(st.sampled_from(fresh), label="forward target")
+            i = data.draw(st.integers(0, j - 1), label="forward from")
+            if batch[i].get("id") != batch[j]["id"] and "text" in batch[i] and batch[i]["text"].strip():
+                batch[i] = {**batch[i], "supersedes": list(batch[i].get("supersedes", ())) + [batch[j]["id"]]}
+                RUNS["forward"] += 1
+        backdate = data.draw(st.integers(0, 2), label="backdate") == 0
         before = (len(self.model.docs), len(self.model.events))
         n = len(self.model.docs)
-        got, at = recorded(lambda: self.store.add(batch))
-        assert got == self.model.add(batch, at)
+        got = both(lambda: self.store.add(batch, backdate=backdate), lambda at: self.model.add(batch, at, backdate))
+        if got is None:
+            RUNS["refused"] += 1
+            self.keys = [k for k in self.keys if k in keys_before]
+            self._committed(before)
+            return
         for i, (doc, doc_id) in enumerate(zip(batch, got)):
             if doc_id is not None and doc_id >= n and "id" in doc and got.index(doc_id) == i:
                 self.stored.append({f: doc[f] for f in ("id", "text", "author", "date") if f in doc})
@@ -149,8 +166,7 @@ class StoreMachine(RuleBasedStateMachine):
         self._seen(effective)
         before = (len(self.model.docs), len(self.model.events))
         if live:  # a replacement that is itself superseded is refused (tests/test_first_hour.py)
-            _, at = recorded(lambda: self.store.supersede(old, new, effective=effective, backdate=True))
-            self.model.supersede(old, new, effective, at)
+            both(lambda: self.store.supersede(old, new, effective=effective, backdate=True), lambda at: self.model.supersede(old, new, effective, at))
         self._committed(before)
 
     @rule(force=st.booleans())
@@ -290,3 +306,4 @@ def test_the_machine_checks_what_it_claims() -> None:
     print(f"\nT6 state machine (short run): {ran}")
     assert ran["examples"] >= 20 and ran["steps"] >= 20 and ran["queries"] >= 20, ran
     assert ran["ranked"] >= 3 and ran["ranked_found"] >= 1, ran
+    assert ran["forward"] >= 3 and ran["refused"] >= 1, ran

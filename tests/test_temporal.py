@@ -121,6 +121,47 @@ class MDoc:
     fingerprint: tuple[str, str]
     date: datetime | None
     text: str = ""
+    at: Recorded | None = None  # the call that stored it (an undated document's position)
+    supersedes: tuple[str, ...] = ()
+    backdate: bool = False
+
+
+class Refused(Exception):
+    """The model refuses a write (README, *Temporal rules*); ``args[0]`` is a word its message holds."""
+
+
+def position(d: MDoc) -> int:
+    """Where a version stands among its id's versions: its date, or (undated) when it was recorded.
+    Every generated date is long before any call, and calls do not overlap, so a call's start stands
+    for the instant the store recorded it."""
+    return micros(d.date) if d.date is not None else d.at.lo
+
+
+def eff_us(eff) -> int:
+    return eff.lo if isinstance(eff, Recorded) else micros(eff)
+
+
+def effective(d: MDoc):
+    """A supersession by ``d`` takes effect at its date, or (undated) when it was recorded."""
+    return d.date if d.date is not None else d.at
+
+
+def find_cycle(events) -> list[int] | None:
+    """Some cycle along the events (each old document to its replacement), plainly: from each
+    event, every path that comes back to where it started."""
+    succ: dict[int, set[int]] = {}
+    for old, new, _ in events:
+        succ.setdefault(old, set()).add(new)
+    for start in succ:
+        seen, todo = set(), list(succ[start])
+        while todo:
+            d = todo.pop()
+            if d == start:
+                return [start]
+            if d not in seen:
+                seen.add(d)
+                todo.extend(succ.get(d, ()))
+    return None
 
 
 class Model:
@@ -129,8 +170,8 @@ class Model:
         self.events: list[tuple[int, int, object]] = []  # (old, new, effective datetime or Recorded)
         self.spans: list[Recorded] = []  # every write's span, in order (as_of values between two writes)
 
-    def active(self, doc: int) -> bool:
-        return not any(old == doc for old, _, _ in self.events)
+    def active(self, doc: int, events=None) -> bool:
+        return not any(old == doc for old, _, _ in (self.events if events is None else events))
 
     def active_with_key(self, key: str) -> MDoc | None:
         found = [d for d in self.docs if d.key == key and self.active(d.id)]
@@ -141,23 +182,76 @@ class Model:
         """A key's active version, else its newest version."""
         doc = self.active_with_key(key)
         if doc is None:
-            doc = [d for d in self.docs if d.key == key][-1]
+            found = [d for d in self.docs if d.key == key]
+            if not found:  # an id only a refused write had
+                raise Refused("no document with id")
+            doc = found[-1]
         return doc
 
-    def duplicate(self, key: str | None, fp: tuple[str, str], when: datetime | None) -> MDoc | None:
-        """The stored document a new record re-ingests: the newest with its fingerprint whose key
-        does not differ, either active or (a replay of a superseded version) with the same key and date."""
-        for d in reversed(self.docs):
+    def plan(self, new: list[MDoc], check: bool) -> list:
+        """The events the rule records for ``new`` (this write's new documents, in input order) on
+        top of the stored ones. ``check``: refuse as the store does (:class:`Refused`); else
+        (the state after a prefix of the input) leave out what cannot be resolved yet."""
+        docs = self.docs + new
+        fresh = {d.id for d in new}
+
+        def chain(key):
+            return sorted((d for d in docs if d.key == key), key=lambda d: (position(d), d.id))
+
+        out = []
+        for key in dict.fromkeys(d.key for d in new if d.key is not None):
+            c = chain(key)
+            for a, b in zip(c, c[1:]):
+                if a.id in fresh or b.id in fresh:
+                    out.append((a.id, b.id, effective(b)))
+        refs = []
+        for d in new:
+            for target in d.supersedes:
+                c = chain(target)
+                if not c:
+                    if check:
+                        raise Refused("no document with id")
+                    continue
+                before = [v for v in c if position(v) <= position(d)]
+                old = (before or c)[-1 if before else 0]
+                if old.id == d.id:
+                    if check:
+                        raise Refused("cannot supersede itself")
+                    continue
+                refs.append((old, d))
+        if not check:
+            return out + [(old.id, d.id, effective(d)) for old, d in refs]
+        if find_cycle(out + [(old.id, d.id, effective(d)) for old, d in refs]):
+            raise Refused("cycle")
+        for old, d in refs:
+            if not d.backdate and old.date is not None and position(d) < micros(old.date):
+                raise Refused("backdate=True")
+        out += [(old.id, d.id, effective(d)) for old, d in refs]
+        for old, d in refs:  # the replacement must outlive the moment it takes over
+            ends = [eff_us(e) for o, _, e in self.events + out if o == d.id]
+            if ends and min(ends) <= position(d):
+                raise Refused("itself superseded")
+        return out
+
+    def duplicate(self, key: str | None, fp: tuple[str, str], when: datetime | None, new: list[MDoc]) -> MDoc | None:
+        """The document a new record re-ingests (the stored ones and this write's before it): the
+        newest with its fingerprint whose key does not differ, either active after what precedes
+        the record, or (a replay of a superseded version) with the same key and date."""
+        events = None
+        for d in reversed(self.docs + new):
             if d.fingerprint != fp or (d.key is not None and key is not None and d.key != key):
                 continue
-            if self.active(d.id) or (key is not None and d.key == key and d.date == when):
+            if events is None:
+                events = self.events + self.plan(new, check=False)
+            if self.active(d.id, events) or (key is not None and d.key == key and d.date == when):
                 return d
         return None
 
-    def add(self, batch: list[dict], at: Recorded) -> list[int | None]:
-        """``batch`` added by one call that ran within ``at``."""
-        self.spans.append(at)
+    def add(self, batch: list[dict], at: Recorded, backdate: bool = False) -> list[int | None]:
+        """``batch`` added by one call that ran within ``at``; raises :class:`Refused` (and
+        changes nothing) where the store must refuse it."""
         out: list[int | None] = []
+        new: list[MDoc] = []
         for raw in batch:
             text = raw["text"]
             if not text.strip():
@@ -166,29 +260,32 @@ class Model:
             key, author = raw.get("id"), raw.get("author")
             fp = (author or "", " ".join(text.split()))
             when = doc_instant(raw["date"]) if raw.get("date") else None
-            same = self.duplicate(key, fp, when)
+            same = self.duplicate(key, fp, when, new)
             if same is not None:  # idempotent re-ingest
                 out.append(same.id)
                 continue
-            new = MDoc(len(self.docs), key, author, fp, when, text)
-            effective = new.date if new.date is not None else at
-            prev = self.active_with_key(key) if key is not None else None
-            self.docs.append(new)
-            if prev is not None:  # a new version of an existing id
-                self.events.append((prev.id, new.id, effective))
-            for target in raw.get("supersedes", ()):
-                self.events.append((self.resolve(target).id, new.id, effective))
-            out.append(new.id)
+            sup = raw.get("supersedes", ())
+            doc = MDoc(len(self.docs) + len(new), key, author, fp, when, text, at, (sup,) if isinstance(sup, str) else tuple(sup), backdate)
+            new.append(doc)
+            out.append(doc.id)
+        events = self.plan(new, check=True)
+        self.spans.append(at)
+        self.docs += new
+        self.events += events
         return out
 
     def supersede(self, old_key: str, new_key: str, effective: str | None, at: Recorded) -> None:
-        """``Store.supersede(old_key, new_key, effective)``, called within ``at``."""
-        self.spans.append(at)
+        """``Store.supersede(old_key, new_key, effective, backdate=True)``, called within ``at``;
+        :class:`Refused` when ``new`` is itself superseded by then."""
         old, new = self.resolve(old_key), self.resolve(new_key)
         if effective is not None:
             eff = doc_instant(effective)
         else:
             eff = new.date if new.date is not None else at
+        ends = [eff_us(e) for o, _, e in self.events if o == new.id]
+        if ends and min(ends) <= eff_us(eff):
+            raise Refused("itself superseded")
+        self.spans.append(at)
         self.events.append((old.id, new.id, eff))
 
     def between(self, i: int) -> str:
@@ -227,15 +324,35 @@ def open_store(path):
     return mempp.Store.open(path, embedder=mempp.HashEmbedder())
 
 
+def both(store_call, model_call):
+    """Run a write on the store, then on the model with the span the store's call ran in: either
+    both refuse it (the model's reason is in the store's message, and the store is unchanged) or
+    both return the same. Returns the result, or None when refused."""
+    lo = wall_us()
+    try:
+        got = store_call()
+    except (mempp.ValidationError, mempp.DocumentNotFound) as exc:
+        got = exc
+    at = Recorded(lo, wall_us())
+    try:
+        want = model_call(at)
+    except Refused as why:
+        assert isinstance(got, (mempp.ValidationError, mempp.DocumentNotFound)), f"the store accepted what the model refuses ({why}): {got}"
+        assert why.args[0] in str(got), (why.args[0], str(got))
+        return None
+    assert not isinstance(got, Exception), f"the store refused what the model accepts: {got}"
+    assert got == want, f"returned {got}, the model {want}"
+    return got
+
+
 def apply(store, model: Model, history) -> None:
     for op in history.ops:
         if op[0] == "add":
-            got, at = recorded(lambda: store.add(op[1]))
-            assert got == model.add(op[1], at), f"add returned {got}"
+            backdate = len(op) > 2 and op[2]
+            both(lambda: store.add(op[1], backdate=backdate), lambda at: model.add(op[1], at, backdate))
         else:
             _, old, new, effective = op
-            _, at = recorded(lambda: store.supersede(old, new, effective=effective, backdate=True))
-            model.supersede(old, new, effective, at)
+            both(lambda: store.supersede(old, new, effective=effective, backdate=True), lambda at: model.supersede(old, new, effective, at))
 
 
 def query_ids(store, as_of, authors=None, text=QUERY) -> set[int]:

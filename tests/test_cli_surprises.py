@@ -1,0 +1,143 @@
+"""The command line as a new user tries it: each behaviour that once surprised one, with its test.
+
+ls, export and its round trip, --date-from/--date-to, author names whatever their case (and the
+closest names when none matches), history's replacements, --explain's ranks and timings, an
+interrupted add resumed without embedding again, eval's warnings.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import mempp
+from mempp.cli import main
+
+DOCS = [
+    {"id": "sla", "text": "Uptime SLA: 99.9%, approved by Aisha Patel.", "author": "Aisha Patel", "date": "2023-01-10",
+     "thread": "ops-1", "channel": "email", "source": "mail", "priority": 2, "tags": ["sla", "ops"]},
+    {"id": "travel-1", "text": "Travel per-diem is $75 a day.", "author": "Helen Brandt", "date": "2023-01-09", "channel": "wiki"},
+    {"id": "note", "text": "Undated note: the SLA dashboard lives on the ops wiki.", "author": "Sam Lee"},
+    {"text": "A document without an id about the uptime dashboard.", "author": "Sam Lee", "date": "2023-02-01"},
+]
+LATER = [
+    {"id": "sla", "text": "SLA raised to 99.95%.", "author": "Ben Ortiz", "date": "2023-06-01", "thread": "ops-1"},  # a new version
+    {"id": "travel-2", "text": "Travel per-diem raised to $90 a day.", "author": "Helen Brandt", "date": "2023-07-01", "supersedes": "travel-1"},
+    {"id": "sla-legacy", "text": "SLA back to 99.9% for the legacy region.", "author": "Ben Ortiz", "date": "2023-12-01"},
+]
+QUESTIONS = ["what is the uptime SLA?", "travel per-diem", "ops wiki dashboard", "Sam Lee", "legacy region"]
+AS_OFS = [None, "2023-03-01", "2023-06-15", "2023-12-31", "2024-06-01"]
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "org.mempp"
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as store:
+        store.add(DOCS)
+        store.add(LATER)
+        store.supersede("sla", "sla-legacy", effective="2024-01-01")  # an explicit supersession with its own date
+    return path
+
+
+def answers(path) -> list:
+    out = []
+    with mempp.Store.open(path, read_only=True) as store:
+        for q in QUESTIONS:
+            for as_of in AS_OFS:
+                for authors in (None, ["sam lee"]):
+                    hits = store.query(q, as_of=as_of, k=5, authors=authors)
+                    out.append([(h.doc_id, h.key, round(h.score, 12), h.ranks, h.reserved, h.valid_until) for h in hits])
+        out.append([(r.doc_id, r.key, r.text, r.author, r.date, r.thread, r.channel, r.source, r.meta, r.valid_until)
+                    for r in store.documents()])
+        out.append(sorted(map(tuple, zip(*(np.asarray(a).tolist() for a in (store._snap.sup_old, store._snap.sup_new, store._snap.sup_effective))))))
+    return out
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_export_then_add_answers_every_query_identically(store_path, tmp_path, capsys, suffix):
+    out = tmp_path / f"org.{suffix}"
+    rc, said, _ = cli(capsys, "export", str(store_path), "--out", str(out))
+    assert rc == 0 and "7 documents" in said
+    copy = tmp_path / "copy.mempp"
+    rc, said, _ = cli(capsys, "add", str(copy), str(out), "--quiet")
+    assert rc == 0 and "7 added" in said and "nothing embedded" in said, said
+    assert answers(copy) == answers(store_path)
+    with mempp.Store.open(copy, read_only=True) as store:
+        assert store.stats()["embedder"]["model_id"].startswith("hash-")  # the export's model, not the default
+    rc, said, _ = cli(capsys, "add", str(copy), str(out), "--quiet")  # again: everything is already stored
+    assert rc == 0 and "0 added, 7 already stored, 0 supersessions" in said, said
+    assert answers(copy) == answers(store_path)
+
+
+def test_export_format_rows(store_path, tmp_path, capsys):
+    out = tmp_path / "org.jsonl"
+    cli(capsys, "export", str(store_path), "--out", str(out))
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines[0]["mempp_export"]["format"] == 1 and lines[0]["mempp_export"]["documents"] == 7
+    rows = lines[1:]
+    assert [r["doc_id"] for r in rows] == list(range(7))
+    first = rows[0]
+    assert first["id"] == "sla" and first["meta"] == {"priority": 2, "tags": ["sla", "ops"]} and first["thread"] == "ops-1"
+    assert first["valid_until"] == "2023-06-01T00:00:00+00:00"
+    assert [(e["doc_id"], e["effective"][:10]) for e in first["replaced_by"]] == [(4, "2023-06-01")]
+    undated = rows[2]
+    assert undated["date"] is None and undated["valid_until"] is None
+    new_sla = rows[4]
+    assert [(e["doc_id"], e["effective"][:10]) for e in new_sla["replaced_by"]] == [(6, "2024-01-01")]
+    assert len(first["embedding"]) == mempp.HashEmbedder().dim
+
+
+def test_ls_lists_documents_by_author_and_date(store_path, capsys):
+    rc, said, _ = cli(capsys, "ls", str(store_path))
+    assert rc == 0 and said.strip().endswith("7 documents")
+    rc, said, _ = cli(capsys, "ls", str(store_path), "--as-of", "2023-03-01", "--author", "helen BRANDT")
+    assert rc == 0 and "travel-1" in said and "travel-2" not in said and said.strip().endswith("1 documents valid at 2023-03-01")
+    rc, said, _ = cli(capsys, "ls", str(store_path), "--json", "--as-of", "2023-12-31")
+    keys = [json.loads(x)["key"] for x in said.splitlines()]
+    assert keys == [None, "sla", "travel-2", "sla-legacy"]  # the undated note is left out with a date
+
+
+def test_query_date_range(store_path, capsys):
+    rc, said, _ = cli(capsys, "query", str(store_path), "per-diem", "--date-from", "2023-06-01", "--date-to", "2023-07-01", "--json")
+    assert rc == 0 and [h["key"] for h in json.loads(said)["hits"]] == ["travel-2"]
+    rc, _, err = cli(capsys, "query", str(store_path), "per-diem", "--date-from", "June")
+    assert rc == 1 and "date_from" in err
+
+
+def test_author_names_match_whatever_their_case_and_no_match_suggests(store_path, capsys):
+    rc, said, _ = cli(capsys, "query", str(store_path), "dashboard", "--author", "sam lee", "--json")
+    assert rc == 0 and {h["author"] for h in json.loads(said)["hits"]} == {"Sam Lee"}
+    rc, out, err = cli(capsys, "query", str(store_path), "dashboard", "--author", "Sam Le")
+    assert rc == 1 and out == "" and "no author named 'Sam Le' (closest: Sam Lee)" in err
+    rc, out, err = cli(capsys, "query", str(store_path), "dashboard", "--author", "sam lee", "--author", "Nobody Atall")
+    assert rc == 0 and "warning: no author named 'Nobody Atall'" in err and "Sam Lee" in out
+    with mempp.Store.open(store_path, read_only=True) as store:
+        assert [h.author for h in store.query("dashboard", authors="SAM  LEE")] == ["Sam Lee", "Sam Lee"]
+
+
+def test_history_says_what_replaced_each_version(store_path, capsys):
+    rc, said, _ = cli(capsys, "history", str(store_path), "sla")
+    versions = [json.loads(x) for x in said.splitlines()]
+    assert [(v["doc_id"], [(r["key"], r["effective"][:10]) for r in v["replaced_by"]]) for v in versions] == [
+        (0, [("sla", "2023-06-01")]), (4, [("sla-legacy", "2024-01-01")])
+    ]
+
+
+def test_explain_ranks_from_one_and_per_stage_timings(store_path, capsys):
+    rc, said, _ = cli(capsys, "query", str(store_path), "travel per-diem", "--explain", "--k", "2")
+    with mempp.Store.open(store_path, read_only=True) as store:
+        hits = store.query("travel per-diem", k=2)
+    first = [x for x in said.splitlines() if x.startswith("1. ")][0]
+    assert f"lexical={hits[0].ranks['lexical'] + 1}" in first
+    timing = [x for x in said.splitlines() if x.startswith("# timings")][0]
+    stages = dict(part.rsplit(" ", 1) for part in timing.split(": ", 1)[1].split("; ")[0].split(", "))
+    total = float(timing.rsplit("total ", 1)[1])
+    assert abs(sum(float(v) for v in stages.values()) - total) < 0.05

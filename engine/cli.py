@@ -701,11 +701,20 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from mempp.bench.evaluate import evaluate, format_report, preset
+    import warnings
+
+    from mempp.bench.evaluate import check, evaluate, format_report, load, preset
 
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
+    doc_groups, q_groups = load(args.docs, args.questions)
+    problems = check(doc_groups, q_groups)
+    scored = sum(1 for qs in q_groups.values() for q in qs if q.get("evidence"))
+    if not scored:
+        raise ValidationError(f"{args.questions}: no question carries evidence, so nothing can be scored (docs/EVAL_FORMAT.md)", field="--questions")
+    for problem in problems:
+        warnings.warn(problem)
     if args.baseline:
         from mempp.bench.baseline import evaluate_baseline
 
@@ -713,6 +722,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evaluate_baseline(
             args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder or "minilm", ranked_out=args.ranked_out
         )
+        report["warnings"] = problems
         print(json.dumps(report) if args.json else format_report(report))
         return 0
     cfg = preset(
@@ -722,6 +732,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
+    report["warnings"] = problems
     print(json.dumps(report) if args.json else format_report(report))
     return 0
 

@@ -141,3 +141,28 @@ def test_explain_ranks_from_one_and_per_stage_timings(store_path, capsys):
     stages = dict(part.rsplit(" ", 1) for part in timing.split(": ", 1)[1].split("; ")[0].split(", "))
     total = float(timing.rsplit("total ", 1)[1])
     assert abs(sum(float(v) for v in stages.values()) - total) < 0.05
+
+
+def test_eval_warns_about_questions_it_cannot_score(tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in [
+        {"id": "a:1", "scope": "a", "text": "The uptime SLA is 99.9%.", "author": "Aisha", "date": "2023-01-10"},
+        {"id": "a:2", "scope": "a", "text": "Travel per-diem is $75.", "author": "Helen", "date": "2023-01-11"},
+    ]))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in [
+        {"id": "q1", "scope": "a", "text": "uptime SLA?", "evidence": ["a:1"]},
+        {"id": "q2", "scope": "a", "text": "anything?", "evidence": []},
+        {"id": "q3", "scope": "b", "text": "SLA?", "evidence": ["b:1"]},
+        {"id": "q4", "scope": "a", "text": "per-diem?", "evidence": ["a:9"]},
+    ]))
+    rc, out, err = cli(capsys, "eval", "--docs", str(docs), "--questions", str(questions), "--k", "10", "--embedder", "hash", "--quiet", "--json")
+    assert rc == 0
+    assert "warning: 1 questions carry no evidence and are not scored (q2)" in err
+    assert "warning: 1 questions ask scope 'b', which has no documents: each scores 0 (q3)" in err
+    assert "warning: 1 questions of scope 'a' name evidence no document of that scope has (q4)" in err
+    report = json.loads(out)
+    assert report["questions"] == 3 and len(report["warnings"]) == 3
+    questions.write_text(json.dumps({"id": "q2", "scope": "a", "text": "anything?", "evidence": []}) + "\n")
+    rc, out, err = cli(capsys, "eval", "--docs", str(docs), "--questions", str(questions), "--embedder", "hash", "--quiet")
+    assert rc == 1 and out == "" and "no question carries evidence" in err

@@ -287,14 +287,23 @@ def cmd_add(args: argparse.Namespace) -> int:
         mine: list[int] = []  # the versions this process committed
         done_where: str | None = None
         column = args.embeddings_column
+        embedded = 0
+
+        def count(k: int) -> None:  # documents embedded (only those not stored yet are)
+            nonlocal embedded
+            embedded += k
+            bar.update(k)
+
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
+            bar.say("0 committed")
             for where, batch in _records(args.file, args.batch_size, tables=column is not None):
                 try:
+                    before = bar.n
                     if column is None:
-                        ids = store.add(batch, progress=bar)
+                        ids = store.add(batch, progress=count)
                     else:  # a document table with its vectors: nothing to embed
                         ids = store.add(batch, embeddings=column)
-                        bar.update(len(where))
+                    bar.update(len(where) - (bar.n - before))  # the batch's re-ingests and empty texts, never embedded
                 except MemppError as exc:
                     if done_where is None:
                         raise
@@ -309,8 +318,9 @@ def cmd_add(args: argparse.Namespace) -> int:
                 if ids.new:
                     mine.append(store.version)
                 done_where = where[-1]
+                bar.say(f"{added + dups + skipped} committed ({added} new, {dups} already stored)")
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
-              f"{len(store)} documents at version {store.version}")
+              f"{len(store)} documents at version {store.version}; {embedded if column is None else 0} embedded")
     return 0
 
 

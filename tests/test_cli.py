@@ -44,7 +44,7 @@ def test_add_query_stats(tmp_path, corpus):
 
     text = mempp("query", str(store), "what did Ortiz decide about the SLA", "--explain").stdout
     assert "# as_of=now candidates=3" in text and "authors named: Ben Ortiz" in text
-    assert "[2023-06-01] Ben Ortiz (email, thread EV-1):" in text and "lexical=0" in text
+    assert "[2023-06-01] Ben Ortiz (email, thread EV-1):" in text and "lexical=1" in text  # leg ranks from 1, as the hits
 
     only = json.loads(mempp("query", str(store), "SLA", "--json", "--author", "Aisha Patel", "--as-of", "2023-02-01").stdout)
     assert [h["key"] for h in only["hits"]] == ["sla-1"]

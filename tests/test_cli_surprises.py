@@ -166,3 +166,48 @@ def test_eval_warns_about_questions_it_cannot_score(tmp_path, capsys):
     questions.write_text(json.dumps({"id": "q2", "scope": "a", "text": "anything?", "evidence": []}) + "\n")
     rc, out, err = cli(capsys, "eval", "--docs", str(docs), "--questions", str(questions), "--embedder", "hash", "--quiet")
     assert rc == 1 and out == "" and "no question carries evidence" in err
+
+
+class CountingEmbedder(mempp.HashEmbedder):
+    """A hash embedder that counts the documents it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = 0
+
+    def embed(self, texts, batch_size=32, progress=None):
+        self.embedded += len(texts)
+        return super().embed(texts, batch_size=batch_size, progress=progress)
+
+
+def test_adding_again_embeds_only_what_is_missing(tmp_path):
+    docs = [{"id": f"d{i}", "text": f"turn {i}: we talked about topic {i} at length", "author": "Sam Lee", "date": f"2023-01-{1 + i % 28:02d}"}
+            for i in range(30)]
+    emb = CountingEmbedder()
+    with mempp.Store.open(tmp_path / "s", embedder=emb) as store:
+        first = store.add(docs[:20])  # an interrupted add: the first 20 committed
+        assert emb.embedded == 20
+        again = store.add(docs)  # the whole file again
+        assert emb.embedded == 30  # only the 10 missing were embedded
+        assert list(again[:20]) == list(first) and again.new == 10 and again.existing == 20
+        store.add([{"id": "d0", "text": "turn 0, revised", "author": "Sam Lee", "date": "2023-02-01"}])  # d0 superseded
+        n = emb.embedded
+        replay = store.add(docs)  # a replay: the superseded d0 (same id and date) stays a re-ingest, nothing embedded
+        assert emb.embedded == n and replay.new == 0 and replay[0] == first[0]
+        assert store.get("d0").text == "turn 0, revised"
+    with mempp.Store.open(tmp_path / "ref", embedder=mempp.HashEmbedder()) as ref:
+        ref.add(docs)
+        with mempp.Store.open(tmp_path / "s", read_only=True) as store:
+            for q in ("topic 7", "talked at length", "turn 25"):
+                assert [h.key for h in store.query(q, k=5, as_of="2023-01-31")] == [h.key for h in ref.query(q, k=5, as_of="2023-01-31")]
+
+
+def test_cli_add_resumes_and_its_progress_says_what_is_committed(tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    rows = [{"id": f"d{i}", "text": f"note {i} about the release plan", "author": "Ben Ortiz", "date": "2023-03-01"} for i in range(12)]
+    docs.write_text("".join(json.dumps(d) + "\n" for d in rows[:7]))
+    cli(capsys, "add", str(tmp_path / "s"), str(docs), "--embedder", "hash", "--quiet")
+    docs.write_text("".join(json.dumps(d) + "\n" for d in rows))
+    rc, out, err = cli(capsys, "add", str(tmp_path / "s"), str(docs), "--batch-size", "5")
+    assert rc == 0 and "5 added, 7 already stored, 0 empty skipped; 12 documents at version" in out and out.strip().endswith("; 5 embedded")
+    assert "12/12 docs" in err and "12 committed (5 new, 7 already stored)" in err

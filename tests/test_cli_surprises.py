@@ -139,6 +139,7 @@ def test_explain_ranks_from_one_and_per_stage_timings(store_path, capsys):
     assert f"lexical={hits[0].ranks['lexical'] + 1}" in first
     timing = [x for x in said.splitlines() if x.startswith("# timings")][0]
     stages = dict(part.rsplit(" ", 1) for part in timing.split(": ", 1)[1].split("; ")[0].split(", "))
+    assert list(stages) == ["candidates", "lexical", "tag", "vector", "fusion"]  # every stage, each timed on its own
     total = float(timing.rsplit("total ", 1)[1])
     assert abs(sum(float(v) for v in stages.values()) - total) < 0.05
 

@@ -590,6 +590,7 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         raise ValidationError("--shards and --workers need --ray", field="--ray")
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at))
+        _check_authors(store, args.author)
         bar = stack.enter_context(ProgressBar(len(texts), "query", unit="queries"))
         writer = None
         if args.out:

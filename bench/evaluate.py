@@ -86,6 +86,31 @@ def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]]
     return dict(by_scope), dict(qs)
 
 
+def check(doc_groups: Mapping[str, list[dict]], q_groups: Mapping[str, list[dict]]) -> list[str]:
+    """What would make a score mislead, one sentence each: questions without evidence (never
+    scored), questions whose scope has no documents (they score 0), and questions whose
+    evidence no document of their scope has (those ids can never be found)."""
+
+    def some(ids: list[str]) -> str:
+        return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+    out = []
+    no_evidence = [str(q["id"]) for qs in q_groups.values() for q in qs if not q.get("evidence")]
+    if no_evidence:
+        out.append(f"{len(no_evidence)} questions carry no evidence and are not scored ({some(no_evidence)})")
+    for scope, qs in sorted(q_groups.items()):
+        asked = [str(q["id"]) for q in qs if q.get("evidence")]
+        if not doc_groups.get(scope):
+            if asked:
+                out.append(f"{len(asked)} questions ask scope {scope!r}, which has no documents: each scores 0 ({some(asked)})")
+            continue
+        keys = {d.get("id") for d in doc_groups[scope]}
+        missing = [str(q["id"]) for q in qs if q.get("evidence") and any(e not in keys for e in q["evidence"])]
+        if missing:
+            out.append(f"{len(missing)} questions of scope {scope!r} name evidence no document of that scope has ({some(missing)})")
+    return out
+
+
 def score(answers: Mapping[int, Sequence[str]], evidence: Sequence[str]) -> dict[str, float]:
     """Recall@k, hit@k and MRR@k of each k from **its own answer** ``answers[k]`` (the ranked keys
     of a query asked with that k; only its first k count), and ``mrr``: MRR@k of the largest k."""

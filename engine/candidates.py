@@ -72,8 +72,20 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = N
             mask = kept
     for values, facet in ((opt.authors, snap.authors), (opt.threads, snap.threads), (opt.channels, snap.channels)):
         if values is not None:
-            mask = _keep_facet(mask, facet, values)
+            mask = _keep_facet(mask, facet, author_names(facet, values) if facet is snap.authors else values)
     return mask
+
+
+def fold_name(name: str) -> str:
+    """An author's name as the filter compares it: case and runs of whitespace ignored."""
+    return " ".join(name.split()).casefold()
+
+
+def author_names(facet, values: Iterable[str]) -> list[str]:
+    """The stored author names that ``values`` name, whatever their case and spacing
+    (``"sam lee"`` is ``"Sam Lee"``), as the tag leg's name matching is."""
+    wanted = {fold_name(v) for v in values}
+    return [n for n in facet.names if fold_name(n) in wanted]
 
 
 def date_bounds(opt: QueryOptions) -> tuple[int | None, int | None]:

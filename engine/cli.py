@@ -148,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-known-at", default=None, metavar="DATE",
                    help="ISO date or datetime: use the store as it was known then (the newest version committed by then)")
     p.add_argument("--version", type=int, default=None, help="use this committed version of the store (see `mempp versions`)")
-    p.add_argument("--author", action="append", default=None, help="only documents by this author (repeatable)")
+    p.add_argument("--author", action="append", default=None,
+                   help="only documents by this author (repeatable; case and spacing do not matter; a name no author has is an error naming the closest)")
+    p.add_argument("--date-from", default=None, metavar="DATE", help="only documents dated on or after this ISO date")
+    p.add_argument("--date-to", default=None, metavar="DATE", help="only documents dated on or before this ISO date (a date alone: its end)")
     p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")
     p.add_argument("--channel", action="append", default=None, help="only this channel (repeatable)")
     p.add_argument("--k", type=_positive, default=10, help="hits to return (default 10)")
@@ -173,9 +176,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key", help="the document's id (its active version, else its newest), or a doc id number")
     p.add_argument("--version", type=int, default=None, help="as in this committed version of the store")
 
-    p = sub.add_parser("history", help="print every version stored under an id, oldest first")
+    p = sub.add_parser("history", help="print every version stored under an id, oldest first, with what replaced it and from when")
     p.add_argument("store")
     p.add_argument("key")
+
+    p = sub.add_parser("ls", help="list a store's documents (all, or those valid at --as-of)")
+    p.add_argument("store")
+    p.add_argument("--as-of", default=None, help="only the documents valid at this ISO date (undated ones left out)")
+    p.add_argument("--author", action="append", default=None, help="only this author's documents (repeatable; case does not matter)")
+    p.add_argument("--json", action="store_true", help="one JSON object per document (its text whole)")
+
+    p = sub.add_parser("export", help="write every document, its dates, supersessions and embedding to a file `mempp add` reads back")
+    p.add_argument("store")
+    p.add_argument("--out", required=True, help="F.parquet or F.jsonl")
 
     p = sub.add_parser("supersede", help="record that NEW replaces OLD from a date on (nothing is deleted)")
     p.add_argument("store")
@@ -263,6 +276,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValidationError("must be >= 1", field="--batch-size")
     _input_file(args.file)  # a file that cannot be read fails before a store is opened, or created
+    from .export import read_header
+
+    header = read_header(args.file)
+    if header is not None:
+        return _add_export(args, header)
     created = not os.path.lexists(args.store)
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
         # nothing is written before every record and every supersession of the file passes
@@ -277,14 +295,23 @@ def cmd_add(args: argparse.Namespace) -> int:
         mine: list[int] = []  # the versions this process committed
         done_where: str | None = None
         column = args.embeddings_column
+        embedded = 0
+
+        def count(k: int) -> None:  # documents embedded (only those not stored yet are)
+            nonlocal embedded
+            embedded += k
+            bar.update(k)
+
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
+            bar.say("0 committed")
             for where, batch in _joined(_records(args.file, args.batch_size, tables=column is not None), joins):
                 try:
+                    before = bar.n
                     if column is None:
-                        ids = store.add(batch, progress=bar, backdate=args.backdate)
+                        ids = store.add(batch, progress=count, backdate=args.backdate)
                     else:  # a document table with its vectors: nothing to embed
                         ids = store.add(batch, embeddings=column, backdate=args.backdate)
-                        bar.update(len(where))
+                    bar.update(len(where) - (bar.n - before))  # the batch's re-ingests and empty texts, never embedded
                 except MemppError as exc:
                     if done_where is None:
                         raise
@@ -299,8 +326,28 @@ def cmd_add(args: argparse.Namespace) -> int:
                 if ids.new:
                     mine.append(store.version)
                 done_where = where[-1]
+                bar.say(f"{added + dups + skipped} committed ({added} new, {dups} already stored)")
         print(f"{args.store}: {added} added, {dups} already stored, {skipped} empty skipped; "
-              f"{len(store)} documents at version {store.version}")
+              f"{len(store)} documents at version {store.version}; {embedded if column is None else 0} embedded")
+    return 0
+
+
+def _add_export(args: argparse.Namespace, header: dict) -> int:
+    """``mempp add STORE EXPORT``: the exported documents with their own embeddings (nothing is
+    embedded), commit by commit as they were, then their supersessions with their dates."""
+    import os
+
+    from .export import add_export, open_args, read_export
+    from .progress import ProgressBar
+    from .store import Store
+
+    rows = read_export(args.file)
+    kwargs = open_args(header) if not os.path.lexists(args.store) or not os.listdir(args.store) else {}
+    with Store.open(args.store, lock_timeout=args.wait, **kwargs) as store:
+        with ProgressBar(len(rows), "add", enabled=not args.quiet) as bar:
+            got = add_export(store, rows, progress=bar.update)
+        print(f"{args.store}: {got['added']} added, {got['existing']} already stored, {got['supersessions']} supersessions replayed "
+              f"from the export (nothing embedded); {len(store)} documents at version {store.version}")
     return 0
 
 
@@ -454,6 +501,8 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
     return dict(
         authors=args.author,
         threads=args.thread,
+        date_from=args.date_from,
+        date_to=args.date_to,
         channels=args.channel,
         weights=args.weights,
         depth=args.depth,
@@ -494,7 +543,61 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     with Store.open(args.store, read_only=True, create=False) as store:
         for record in store.history(args.key):
-            print(json.dumps(record.to_dict(), ensure_ascii=False))
+            out = record.to_dict()
+            out["replaced_by"] = store.replacements(record.doc_id)  # [{doc_id, key, effective, recorded_at}], earliest first
+            print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def _check_authors(store, names: list[str] | None) -> None:
+    """An author filter naming nobody in the store is an error that suggests the closest names
+    (case and spacing never matter); one naming some: a warning for the others."""
+    import difflib
+    import warnings
+
+    if not names:
+        return
+    stored = store.authors()
+    folded = {" ".join(n.split()).casefold(): n for n in stored}
+    unknown = [n for n in names if " ".join(n.split()).casefold() not in folded]
+    if not unknown:
+        return
+    parts = []
+    for n in unknown:
+        close = difflib.get_close_matches(" ".join(n.split()).casefold(), list(folded), n=3, cutoff=0.6)
+        parts.append(f"no author named {n!r}" + (f" (closest: {', '.join(folded[c] for c in close)})" if close else ""))
+    msg = "; ".join(parts) + (f"; the store has {len(stored)} authors (`mempp ls` lists documents by author)" if stored else "; the store has no authors")
+    if len(unknown) == len(names):
+        raise ValidationError(msg, field="--author")
+    warnings.warn(msg)
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False) as store:
+        _check_authors(store, args.author)
+        records = store.documents(as_of=args.as_of, authors=args.author)
+    for r in records:
+        if args.json:
+            print(json.dumps(r.to_dict(), ensure_ascii=False))
+            continue
+        state = f"replaced {r.valid_until.date().isoformat()}" if r.valid_until else "active"
+        text = " ".join(r.text.split())
+        print(f"{r.doc_id:>6}  {r.key or '-':<16} {r.date.date().isoformat() if r.date else 'undated':<10}  "
+              f"{(r.author or '-'):<20} {state:<19} {text[:60] + ('...' if len(text) > 60 else '')}")
+    if not args.json:
+        print(f"{len(records)} documents" + (f" valid at {args.as_of}" if args.as_of else ""))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import write_export
+    from .store import Store
+
+    with Store.open(args.store, read_only=True, create=False) as store:
+        n = write_export(store, args.out)
+        print(f"{args.out}: {n} documents of {args.store} at version {store.version}, with their embeddings and supersessions")
     return 0
 
 
@@ -539,6 +642,7 @@ def cmd_query_batch(args: argparse.Namespace) -> int:
         raise ValidationError("--shards and --workers need --ray", field="--ray")
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at))
+        _check_authors(store, args.author)
         bar = stack.enter_context(ProgressBar(len(texts), "query", unit="queries"))
         writer = None
         if args.out:
@@ -580,6 +684,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.text is None:
         raise ValidationError("a question is needed (or --batch FILE)", field="text")
     with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store:
+        _check_authors(store, args.author)
         hits = store.query(
             args.text,
             as_of=args.as_of,
@@ -594,13 +699,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         legs = ", ".join(f"{leg} w={v['weight']:g} returned {v['returned']}" for leg, v in p.legs.items())
         print(f"# as_of={p.as_of.isoformat() if p.as_of else 'now'} candidates={p.candidates} depth={p.depth} "
               f"reserve={p.reserve}; {legs}; authors named: {', '.join(p.matched_authors) or 'none'}")
-        print("# timings ms: " + ", ".join(f"{k} {v:.2f}" for k, v in p.timings_ms.items()))
+        print("# timings ms, each stage on its own: " + ", ".join(f"{k} {v:.2f}" for k, v in p.timings_ms.items())
+              + f"; total {sum(p.timings_ms.values()):.2f}")
     if not hits:
         print("no matching documents")
     for i, h in enumerate(hits, 1):
         line = f"{i}. {evidence_header(h)}"
         if args.explain:
-            ranks = " ".join(f"{leg}={'-' if r is None else r}" for leg, r in h.ranks.items())
+            ranks = " ".join(f"{leg}={'-' if r is None else r + 1}" for leg, r in h.ranks.items())  # from 1, as the hits
             line += f"  [id {h.key or h.doc_id}; score {h.score:.5f}; {ranks}{'; reserve' if h.reserved else ''}]"
         print(line)
         text = h.text if len(h.text) <= args.max_chars else h.text[: args.max_chars].rstrip() + f" ... [{len(h.text) - args.max_chars} more characters; --json prints it whole]"
@@ -658,11 +764,20 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from mempp.bench.evaluate import evaluate, format_report, preset
+    import warnings
+
+    from mempp.bench.evaluate import check, evaluate, format_report, load, preset
 
     ks = tuple(sorted(set(args.k or [10, 50])))
     if any(k < 1 for k in ks):
         raise ValidationError("must be >= 1", field="--k")
+    doc_groups, q_groups = load(args.docs, args.questions)
+    problems = check(doc_groups, q_groups)
+    scored = sum(1 for qs in q_groups.values() for q in qs if q.get("evidence"))
+    if not scored:
+        raise ValidationError(f"{args.questions}: no question carries evidence, so nothing can be scored (docs/EVAL_FORMAT.md)", field="--questions")
+    for problem in problems:
+        warnings.warn(problem)
     if args.baseline:
         from mempp.bench.baseline import evaluate_baseline
 
@@ -670,6 +785,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evaluate_baseline(
             args.docs, args.questions, args.baseline, ks, embedder_name=args.embedder or "minilm", ranked_out=args.ranked_out
         )
+        report["warnings"] = problems
         print(json.dumps(report) if args.json else format_report(report))
         return 0
     cfg = preset(
@@ -679,6 +795,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         embed_template=args.embed_template, window_stride=args.window_stride,
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
+    report["warnings"] = problems
     print(json.dumps(report) if args.json else format_report(report))
     return 0
 
@@ -708,7 +825,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "add": cmd_add, "embed": cmd_embed, "query": cmd_query, "get": cmd_get, "history": cmd_history, "supersede": cmd_supersede,
-    "merge": cmd_merge, "stats": cmd_stats, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
+    "merge": cmd_merge, "stats": cmd_stats, "ls": cmd_ls, "export": cmd_export, "versions": cmd_versions, "eval": cmd_eval, "demo": cmd_demo, "warmup": cmd_warmup,
     "bench": cmd_bench, "verify": cmd_verify, "repair": cmd_repair, "mcp": mcp_server.cmd_mcp,
 }
 

@@ -60,9 +60,11 @@ def run(
     timings = {"candidates": (time.perf_counter() - t0) * 1e3}
     weights = dict(zip(LEGS, opt.weights))
     rankings: dict[str, np.ndarray] = {}
+    t = time.perf_counter()
     matched_codes = matcher.match(question) if weights["tag"] and question else []
     if tag_docs is None:
         tag_docs = _tag_candidates(snap, matched_codes, mask, n_cand)
+    tag_ms = (time.perf_counter() - t) * 1e3  # the tag leg: names matched, its candidates, then its order (below)
 
     if _runs_lexical(weights, tag_docs, n_cand, question):
         t = time.perf_counter()
@@ -78,8 +80,12 @@ def run(
         # order fused with cosine (mempp.feedback.tag_order).
         raw = snap.dates[tag_docs]
         dates = np.where(raw == NAT, -np.inf, raw.astype(np.float64))
+        t = time.perf_counter()
         order = tag_order(snap, tag_docs, tag_scores, dates, qvec if weights["vector"] else None, opt.tag_rank)
         rankings["tag"] = tag_docs[order][: opt.depth]
+        tag_ms += (time.perf_counter() - t) * 1e3
+    if weights["tag"]:
+        timings["tag"] = tag_ms
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
         vinfo: dict = {"method": "batch matrix product, exact rescore" if lexical is None else "gathered from shards"}

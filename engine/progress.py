@@ -22,11 +22,20 @@ class ProgressBar:
         self.enabled = enabled
         self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.n = 0
+        self.note = ""  # said after the counts (``mempp add``: how many documents are committed)
         self.start = time.perf_counter()
         self._last = 0.0
 
     def __call__(self, n: int) -> None:
         self.update(n)
+
+    def say(self, note: str) -> None:
+        """Show ``note`` after the counts from now on (redrawn at once on a terminal)."""
+        self.note = note
+        if self.tty:
+            self._last = time.perf_counter()
+            self.stream.write("\r" + self._line(self._last))
+            self.stream.flush()
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -43,13 +52,14 @@ class ProgressBar:
             frac = min(self.n / self.total, 1.0)
             bar = "#" * int(frac * 24)
             eta = (self.total - self.n) / rate if rate > 0 else 0.0
-            return f"{self.desc} [{bar:<24}] {self.n}/{self.total} {self.unit} {rate:,.0f}/s eta {eta:,.0f}s "
-        return f"{self.desc} {self.n} {self.unit} {rate:,.0f}/s "
+            return f"{self.desc} [{bar:<24}] {self.n}/{self.total} {self.unit} {rate:,.0f}/s eta {eta:,.0f}s {self.note}"
+        return f"{self.desc} {self.n} {self.unit} {rate:,.0f}/s {self.note}"
 
     def close(self) -> None:
         if not self.enabled:
             return
         line = self._line(time.perf_counter()).replace(" eta 0s", "")
+        line += " " if self.note else ""
         self.stream.write(("\r" if self.tty else "") + line + f"in {time.perf_counter() - self.start:,.1f}s\n")
         self.stream.flush()
 

@@ -347,6 +347,61 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
                 raise DocumentNotFound(f"no document with id {key!r}")
             return [self._record(d) for d in docs]
 
+    def authors(self) -> list[str]:
+        """Every author name stored in the version this Store holds, in the order first seen."""
+        self._check_open()
+        return list(self._snap.authors.names)
+
+    def documents(self, *, as_of: Any = None, authors: Any = None) -> list[Record]:
+        """The documents of this version in doc id order: all of them (superseded ones too, each
+        with its ``valid_until``), or with ``as_of`` those valid at that date (undated ones
+        excluded, as a query's candidates are); ``authors``: only theirs (case-insensitive)."""
+        from .candidates import author_names
+        from .reads import _date_arg, _names
+
+        self._check_open()
+        snap = self._snap
+        keep = np.ones(snap.n_docs, dtype=bool)
+        theta = _date_arg(as_of, "as_of", end_of_day=True)
+        if theta is not None:
+            keep &= (snap.dates != NAT) & (snap.dates <= theta) & (snap.valid_until > theta)
+        names = _names(authors, "authors")
+        if names is not None:
+            codes = [snap.authors.index[n] for n in author_names(snap.authors, names)]
+            keep &= np.isin(snap.authors.codes, np.asarray(codes, dtype=np.int32))
+        keep &= snap.valid_until != NAT  # documents of a skipped (unreadable) segment
+        docs = np.flatnonzero(keep).tolist()
+        return [self._record(d, snap=snap, row=r) for d, r in zip(docs, snap.rows(docs))]
+
+    def replacements(self, ref: str | int) -> list[dict[str, Any]]:
+        """The supersessions of one document (by key: its active version, else its newest; or
+        a doc id), earliest effective first: ``{"doc_id", "key", "effective", "recorded_at"}``
+        of each document that replaces it, from ``effective`` on."""
+        self._check_open()
+        with self._state:
+            doc = self._resolve(ref, "id")
+            snap = self._snap
+            old, new, eff, rec = snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded
+            idx = np.flatnonzero(np.asarray(old) == doc) if len(old) else []
+            out = [
+                {
+                    "doc_id": int(new[i]),
+                    "key": snap.row(int(new[i]))["key"],
+                    "effective": from_us(int(eff[i])).isoformat(),
+                    "recorded_at": from_us(int(rec[i])).isoformat(),
+                }
+                for i in idx
+            ]
+        return sorted(out, key=lambda e: (e["effective"], e["doc_id"]))
+
+    def export(self) -> "Any":
+        """Every document of this version as one Arrow table that ``add`` rebuilds the same store
+        from (``mempp.export``; the columns: docs/API.md, *Export*)."""
+        from .export import export_table
+
+        self._check_open()
+        return export_table(self)
+
     def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, row: dict | None = None, **extra: Any) -> Any:
         snap = snap or self._snap
         r = row if row is not None else snap.row(doc)

@@ -170,6 +170,9 @@ class WritePath:
         rows, supplied = prepare_batch(docs, embeddings, self.dim)
         if supplied is None:
             windows = None
+        if supplied is None and self._may_reingest(rows):
+            with self._write_mutex:  # embed in the writer's turn only the rows found new (as a big batch does)
+                return self._add(docs, None, batch_size, progress)
         if supplied is None and any(r is not None for r in rows):
             supplied, windows = self._embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
             progress = None
@@ -184,6 +187,17 @@ class WritePath:
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
+
+    def _may_reingest(self, rows: list[Row | None]) -> bool:
+        """Whether some row has the fingerprint (author and normalized text) of a stored document,
+        so that it may be a re-ingest: then the batch is not embedded ahead, and only the rows
+        the writer finds new are (a file added again after an interruption embeds only what is
+        missing). A false positive only costs the ahead-of-the-lock embedding."""
+        fps = [r.fingerprint for r in rows if r is not None]
+        if not fps or not self._snap.n_docs:
+            return False
+        self._index_keys()
+        return bool(self._fps.contains(np.asarray(fps, dtype=np.uint64)).any())
 
     def _embed_rows(self, rows: list[Row | None], batch_size: int, progress) -> tuple[np.ndarray, tuple | None]:
         """Embeddings (one per record; zero for a skipped one) and window vectors of ``rows``, by the store's embedder."""

@@ -92,14 +92,11 @@ DOCS = [
 @pytest.mark.model
 @pytest.mark.slow
 def test_command_line_block_runs_as_written(tmp_path):
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
-    (tmp_path / "questions.jsonl").write_text(
-        json.dumps({"id": "q1", "text": "uptime SLA"}) + "\n" + json.dumps({"id": "q2", "text": "uptime SLA", "as_of": "2023-03-01"}) + "\n"
-    )
+    # The block writes its own files (docs.jsonl, questions.jsonl) and runs as written in an empty directory.
     lines = command_lines(section_block("Command line"))
     from mempp.cli import COMMANDS
 
-    documented = {x.split()[1] for x in lines}
+    documented = {x.split()[1] for x in lines if x.startswith("mempp ")}
     # eval and bench have their own sections; so have embed (it needs the ray extra and starts Ray) and mcp (a server)
     assert set(COMMANDS) - {"eval", "bench", "embed", "mcp"} <= documented, set(COMMANDS) - documented
     outputs = [(line, run(line, tmp_path).stdout) for line in lines]
@@ -114,6 +111,12 @@ def test_command_line_block_runs_as_written(tmp_path):
     assert "99.9%" in said("mempp history org.mempp sla-1")
     assert "99.9%" in said('mempp query org.mempp "SLA?" --as-of 2023-03-01 --version 1')
     assert len(said("mempp versions org.mempp").strip().splitlines()) >= 2  # the add, the supersession
+    assert [json.loads(x) for x in (tmp_path / "docs.jsonl").read_text().splitlines()] == DOCS  # the block's file is the one described
+    assert "Helen Brandt" in said('mempp query org.mempp "travel per-diem" --author "helen brandt"')
+    listed = said("mempp ls org.mempp --as-of 2023-03-01")
+    assert "sla-1" in listed and "sla-2" not in listed
+    assert "replaced_by" in said("mempp history org.mempp sla-1")
+    assert "4 added" in said("mempp add copy.mempp") and "nothing embedded" in said("mempp add copy.mempp")
     assert "evidence" in said("mempp demo").lower() or said("mempp demo").count("Q:") >= 10
 
 

@@ -1,0 +1,262 @@
+"""A store's documents as one file, and that file added back: ``mempp export`` and ``mempp add`` of an export.
+
+Owns the export format (docs/API.md, *Export*): one row per document in doc id order with the
+fields ``add`` takes (``id``, ``text``, ``author``, ``date``, ``thread``, ``channel``,
+``source``, ``meta``), its embedding, and what the store recorded about it (``doc_id``,
+``ingested_at``, ``valid_until``, ``replaced_by``: every supersession of it with its effective
+and recorded dates); a header (Parquet: the schema's metadata; JSON Lines: the first line) names
+the format, the embedder, the analyzer and the index configuration. :func:`add_export` rebuilds a
+store from it commit by commit, in the original order, so the same-id versions and the explicit
+supersessions come out as they were, and nothing is embedded.
+
+Never imports: cli, mempp.bench, onnxruntime.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from mempp.storage import FOREVER, NAT
+
+from .dates import from_us
+from .errors import ValidationError
+
+FORMAT = 1
+MARK = "mempp_export"  # Parquet schema metadata key / the JSON Lines header's only key
+
+
+def _iso(us: int) -> str | None:
+    return None if us in (NAT, FOREVER) else from_us(int(us)).isoformat()
+
+
+def export_header(store) -> dict:
+    return {
+        "format": FORMAT,
+        "documents": int(store._snap.n_docs),
+        "version": int(store.version),
+        "embedder": dict(store._embedder_info),
+        "analyzer": store._analyzer.to_json(),
+        "index": store.index.to_json(),
+    }
+
+
+def export_rows(store) -> Iterator[dict]:
+    """The export's rows, doc id order (the embedding a float32 numpy vector)."""
+    snap = store._snap
+    if snap.has_windows:
+        raise ValidationError("this store holds window vectors (a window_stride); export does not carry them yet", field="store")
+    if snap.skipped:
+        raise ValidationError(f"segments are unreadable ({', '.join(snap.skipped)}); repair the store before exporting it", field="store")
+    by_old: dict[int, list[dict]] = {}
+    for o, n, e, r in zip(*(np.asarray(a).tolist() for a in (snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded))):
+        by_old.setdefault(o, []).append({"doc_id": n, "effective": _iso(e), "recorded_at": _iso(r)})
+    step = 4096
+    for lo in range(0, snap.n_docs, step):
+        docs = list(range(lo, min(lo + step, snap.n_docs)))
+        for d, row in zip(docs, snap.rows(docs)):
+            yield {
+                "doc_id": d,
+                "id": row["key"],
+                "text": row["text"],
+                "author": row["author"],
+                "date": row["date"].isoformat() if row["date"] else None,
+                "thread": row["thread"],
+                "channel": row["channel"],
+                "source": row["source"],
+                "meta": json.loads(row["meta"]) if row["meta"] else None,
+                "ingested_at": row["ingested_at"].isoformat(),
+                "valid_until": _iso(int(snap.valid_until[d])),
+                "replaced_by": by_old.get(d, []),
+                "embedding": np.asarray(row["embedding"], dtype=np.float32),
+            }
+
+
+def write_export(store, out: str | Path) -> int:
+    """Write ``store``'s documents to ``out`` (``.parquet`` or ``.jsonl``); returns the row count."""
+    out = str(out)
+    header = export_header(store)
+    if out.endswith(".jsonl"):
+        n = 0
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(json.dumps({MARK: header}) + "\n")
+            for row in export_rows(store):
+                row["embedding"] = [float(x) for x in row["embedding"]]  # float32 -> exact decimal, read back bit for bit
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        return n
+    if not out.endswith(".parquet"):
+        raise ValidationError(f"{out}: the export is a .parquet or a .jsonl file", field="--out")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dim = int(store.dim or 0)
+    sup = pa.list_(pa.struct([("doc_id", pa.int64()), ("effective", pa.string()), ("recorded_at", pa.string())]))
+    schema = pa.schema(
+        [("doc_id", pa.int64())]
+        + [(n, pa.string()) for n in ("id", "text", "author", "date", "thread", "channel", "source", "meta", "ingested_at", "valid_until")]
+        + [("replaced_by", sup), ("embedding", pa.list_(pa.float32(), dim))],
+        metadata={MARK: json.dumps(header)},
+    )
+    n = 0
+    with pq.ParquetWriter(out, schema) as writer:
+        rows: list[dict] = []
+        for row in export_rows(store):
+            row["meta"] = None if row["meta"] is None else json.dumps(row["meta"], ensure_ascii=False, sort_keys=True)
+            rows.append(row)
+            if len(rows) == 4096:
+                n += _write(writer, schema, rows, dim)
+                rows = []
+        n += _write(writer, schema, rows, dim)
+    return n
+
+
+def _write(writer, schema, rows: list[dict], dim: int) -> int:
+    import pyarrow as pa
+
+    if not rows:
+        return 0
+    emb = np.stack([r.pop("embedding") for r in rows]).astype(np.float32).reshape(-1)
+    cols = {name: [r[name] for r in rows] for name in schema.names if name != "embedding"}
+    arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "embedding"]
+    arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(emb, pa.float32()), dim))
+    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+    return len(rows)
+
+
+def read_header(path: str | Path) -> dict | None:
+    """The export header of ``path``, or None when it is not a mempp export (any other document file)."""
+    path = str(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            if head == b"PAR1":
+                import pyarrow.parquet as pq
+
+                meta = pq.read_schema(path).metadata or {}
+                raw = meta.get(MARK.encode())
+                return json.loads(raw) if raw else None
+            f.seek(0)
+            first = f.readline(1 << 20)
+    except OSError:
+        return None
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return None
+    return obj[MARK] if isinstance(obj, dict) and set(obj) == {MARK} and isinstance(obj[MARK], dict) else None
+
+
+def read_export(path: str | Path) -> list[dict]:
+    """Every row of an export file (embedding: float32 vector)."""
+    path = str(path)
+    if read_header(path) is None:
+        raise ValidationError(f"{path}: not a mempp export", field="file")
+    if path.endswith(".jsonl") or open(path, "rb").read(4) != b"PAR1":
+        rows = []
+        with open(path, encoding="utf-8") as f:
+            next(f)
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    row["embedding"] = np.asarray(row["embedding"], dtype=np.float32)
+                    rows.append(row)
+        return rows
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    emb = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+    dim = table.schema.field("embedding").type.list_size
+    emb = emb.reshape(-1, dim) if len(table) else np.zeros((0, dim), np.float32)
+    rows = table.drop_columns(["embedding"]).to_pylist()
+    for row, vec in zip(rows, emb):
+        row["meta"] = json.loads(row["meta"]) if row["meta"] else None
+        row["embedding"] = vec
+    return rows
+
+
+def open_args(header: dict) -> dict:
+    """``Store.open`` keywords that make a new store as the exported one was: its model, analyzer, index."""
+    from .config import IndexConfig
+    from .embedder import MODELS, HashEmbedder
+    from mempp.storage import Analyzer
+
+    info = header["embedder"]
+    model_id = info.get("model_id", "")
+    if model_id.startswith("hash-"):
+        embedder: Any = HashEmbedder(int(info["dim"]))
+    else:
+        spec = next((m for m in MODELS.values() if m.model_id == model_id), None)
+        if spec is None:
+            raise ValidationError(f"the export was embedded with {model_id!r}, which mempp does not ship; open the store with that embedder", field="embedder")
+        embedder = spec.name
+    return {"embedder": embedder, "analyzer": Analyzer.from_json(header["analyzer"]), "index": IndexConfig.from_json(header["index"])}
+
+
+def add_export(store, rows: list[dict], progress=None) -> dict:
+    """Add an export's rows to ``store``, commit by commit in the original order, nothing embedded;
+    then replay every supersession the store does not hold yet, with its effective date.
+    Returns ``{"added", "existing", "supersessions"}``."""
+    if rows and store.dim and len(rows[0]["embedding"]) != store.dim:
+        raise ValidationError(f"the export's embeddings have {len(rows[0]['embedding'])} dimensions, the store's {store.dim}", field="embedding")
+    events = sorted(
+        ((e["recorded_at"] or "", r["doc_id"], e["doc_id"], e["effective"]) for r in rows for e in r.get("replaced_by") or ()),
+    )
+    mapped: dict[int, int] = {}
+    added = existing = replayed = 0
+    ev = 0
+
+    def replay(until: str | None, inclusive: bool) -> None:
+        nonlocal ev, replayed
+        todo = []
+        while ev < len(events) and (until is None or events[ev][0] < until or (inclusive and events[ev][0] == until)):
+            rec, old, new, eff = events[ev]
+            ev += 1
+            if old in mapped and new in mapped:
+                todo.append((mapped[old], mapped[new], eff))
+        if todo:
+            held = _events(store)
+            todo = [t for t in todo if (t[0], t[1], t[2]) not in held]
+            if todo:
+                store.supersede_many(todo, backdate=True)
+                replayed += len(todo)
+
+    for group in _groups(rows):
+        at = group[0]["ingested_at"]
+        replay(at, inclusive=False)
+        docs = [{k: r[k] for k in ("id", "text", "author", "date", "thread", "channel", "source") if r.get(k) is not None} | {"meta": r.get("meta") or {}}
+                for r in group]
+        for d in docs:
+            if not d["meta"]:
+                del d["meta"]
+        ids = store.add(docs, embeddings=np.stack([r["embedding"] for r in group]).astype(np.float32))
+        added += ids.new
+        existing += ids.existing
+        for r, i in zip(group, ids):
+            if i is not None:
+                mapped[r["doc_id"]] = int(i)
+        if progress is not None:
+            progress(len(group))
+        replay(at, inclusive=True)
+    replay(None, inclusive=True)
+    return {"added": added, "existing": existing, "supersessions": replayed}
+
+
+def _events(store) -> set[tuple[int, int, str]]:
+    snap = store._snap
+    return {(int(o), int(n), _iso(int(e))) for o, n, e in zip(snap.sup_old, snap.sup_new, snap.sup_effective)}
+
+
+def _groups(rows: list[dict]) -> Iterator[list[dict]]:
+    """The rows of each original commit (consecutive rows with one ``ingested_at``)."""
+    group: list[dict] = []
+    for r in rows:
+        if group and r["ingested_at"] != group[0]["ingested_at"]:
+            yield group
+            group = []
+        group.append(r)
+    if group:
+        yield group

@@ -18,7 +18,6 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .errors import MemppError
-from .mcp_server import MAX_K, MemoryTools
 
 
 class Memory(BaseModel):
@@ -89,7 +88,8 @@ def _call(fn, *args: Any, **kwargs: Any):
         raise ToolError(str(exc)) from None
 
 
-def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[str, str]) -> MCPServer:
+def build(tools: Any, name: str, instructions: str, descriptions: dict[str, str], max_k: int) -> MCPServer:
+    """The SDK server offering ``tools`` (a ``mcp_server.MemoryTools``; ``max_k``: the largest ``k`` recall takes)."""
     server = MCPServer(name=name, instructions=instructions, log_level="WARNING")
     reading = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -120,7 +120,7 @@ def build(tools: MemoryTools, name: str, instructions: str, descriptions: dict[s
     def recall(
         question: Annotated[str, Field(description="the question, in words")],
         as_of: Annotated[Optional[str], Field(description="answer as the record stood on this ISO 8601 date or datetime (default: now)")] = None,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories to return")] = 10,
+        k: Annotated[int, Field(ge=1, le=max_k, description="how many memories to return")] = 10,
         authors: Annotated[Optional[list[str]], Field(description="only memories by these authors")] = None,
         channels: Annotated[Optional[list[str]], Field(description="only memories from these channels")] = None,
     ) -> Annotated[CallToolResult, Recalled]:

@@ -320,7 +320,7 @@ def build_server(tools: MemoryTools, name: str = "mempp"):
     _sdk()
     from .mcp_sdk import build
 
-    return build(tools, name, INSTRUCTIONS, DESCRIPTIONS)
+    return build(tools, name, INSTRUCTIONS, DESCRIPTIONS, MAX_K)  # the SDK side imports nothing of this module
 
 
 def serve(path: str | Path, *, http: str | None = None, embedder: Any = None, wait: float = DEFAULT_WAIT) -> None:

@@ -1,6 +1,6 @@
 """The int8 scan of many queries at once (bulk scoring): row-by-row kernels and the tiled matrix product.
 
-Owns :func:`batch_scan` and its kernels: the portable and VNNI row-by-row kernels (one
+Owns :func:`batch_scan` and its kernels: the portable, AVX2 and VNNI row-by-row kernels (one
 capacity for all queries), the tiled kernel (16 rows by 8 queries in 512-bit registers, or
 16 by 16 with AMX; score floors, sampling, date stops, buffers of keys cut back in bulk), and
 :class:`Int8Batch`, many queries quantized at once. Imports only numpy, numba and the kernels it
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .int8scan import Int8Query, _dot_qw, _vnni_ok, identity_order
+from .int8scan import HAS_AVX2, Int8Query, _avx2_ok, _avx2_qw, _dot_qw, _vnni_ok, identity_order
 from .intrinsics import _lowest_bit, _prefetch
 from .topk import _sift_down, heap_push
 from .vnni import AMX_CONFIG, AMX_QUERIES, HAS_AMX, HAS_VNNI, HAS_VNNI512, TILE_QUERIES, TILE_ROWS, _amx_config, _amx_dots, _amx_release, _amx_tile_scored, _vnni512_tile, _vnni512_tile_scored, _vnni_dot
@@ -82,6 +82,38 @@ if HAS_VNNI:
 
 else:
     batch_scan_vnni = None
+
+
+if HAS_AVX2:
+
+    @njit(cache=True, nogil=True)
+    def batch_scan_avx2(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_n, order):
+        """:func:`batch_scan_q8` with AVX2 (``vpmaddwd``: the same int32 dot products), the
+        candidate rows of each block and query listed first as :func:`batch_scan_vnni` does."""
+        n = q8.shape[0]
+        rows = np.empty(BATCH_ROWS, dtype=np.int64)
+        for r0 in range(0, n, BATCH_ROWS):
+            r1 = min(n, r0 + BATCH_ROWS)
+            for b in range(qws.shape[0]):
+                m = 0
+                for row in range(r0, r1):
+                    rows[m] = row
+                    m += 1 if masks[b, base + order[row]] else 0
+                qs = np.float32(qscales[b])
+                qw = qws[b]
+                hs = heap_s[b]
+                hi = heap_i[b]
+                fill = heap_n[b]
+                for i in range(m):
+                    row = rows[i]
+                    g = base + order[row]
+                    s = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
+                    if fill < k or s > hs[0] or (s == hs[0] and g > hi[0]):
+                        fill = heap_push(hs, hi, fill, k, s, g)
+                heap_n[b] = fill
+
+else:
+    batch_scan_avx2 = None
 
 
 @njit(cache=True, nogil=True)
@@ -448,5 +480,7 @@ def batch_scan(
     k = int(ks[0])
     if _vnni_ok(q8):
         batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)
+    elif _avx2_ok(q8):
+        batch_scan_avx2(q8, scale, np.ascontiguousarray(queries.qw), queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)
     else:
         batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)

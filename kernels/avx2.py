@@ -7,7 +7,7 @@ dot products, exact in integers, so the same numbers as the portable kernels and
 - :func:`_avx2_dot16`: an int8 row by an int16 query (the single query's ``precise`` form, or
   an int8 query held as int16): 16 row bytes sign-extended to int16 (``vpmovsxbw``), one
   ``vpmaddwd`` with 16 query words, 8 int32 sums;
-- :func:`_avx2_dot8`: an int8 row by an int8 query (``|qw| <= 127``): ``vpmaddubsw`` of the
+- :func:`_avx2_dot8`: an int8 row by an int8 query (``|qw| <= 127``, bulk scoring): ``vpmaddubsw`` of the
   row's magnitudes (unsigned, at most 128) by the query bytes carrying the row's signs
   (``vpsignb``), whose pairs of products are at most 2 x 128 x 127 = 32512 and so never
   saturate, then ``vpmaddwd`` by ones into int32: 32 bytes of the row per step.

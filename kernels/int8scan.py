@@ -17,7 +17,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from .avx2 import HAS_AVX2, STEP, _avx2_dot16
+from .avx2 import HAS_AVX2, STEP, _avx2_dot8, _avx2_dot16
 from .int8quant import error_bound, quantize_query, vnni_bytes
 from .intrinsics import _prefetch_row
 from .topk import heap_push
@@ -154,6 +154,15 @@ if HAS_AVX2:
             acc += np.int64(q8[row, j]) * np.int64(qw[j])
         return np.int32(acc)
 
+    @njit(cache=True, nogil=True, inline="always")
+    def _avx2_qb(q8, row, qb):
+        """``q8[row] · qb`` for an int8 query (``|qb| <= 127``; int32, as :func:`_dot_qw`):
+        ``vpmaddubsw`` + ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
+        acc = _avx2_dot8(q8, row, qb)
+        for j in range(q8.shape[1] - q8.shape[1] % STEP, q8.shape[1]):
+            acc += np.int64(q8[row, j]) * np.int64(qb[j])
+        return np.int32(acc)
+
     @njit(cache=True, nogil=True)
     def masked_dot_topk_avx2(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop):
         """:func:`masked_dot_topk_q8` with AVX2 (``vpmovsxbw`` + ``vpmaddwd``: the same int32 dot
@@ -192,7 +201,7 @@ if HAS_AVX2:
         return n_out
 
 else:
-    _avx2_qw = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
+    _avx2_qw = _avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
 
 
 def _avx2_ok(q8) -> bool:

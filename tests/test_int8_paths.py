@@ -140,7 +140,7 @@ def test_every_batch_path_equals_the_oracle(case, n_q):
     order = K.identity_order(len(q8))
     kernels = {"portable": lambda *a: K.batch_scan_q8(q8, scale, batch.qw, batch.qscale, *a)}
     if K.HAS_AVX2:
-        kernels["avx2"] = lambda *a: K.batch_scan_avx2(q8, scale, batch.qw, batch.qscale, *a)
+        kernels["avx2"] = lambda *a: K.batch_scan_avx2(q8, scale, batch.qw.astype(np.int8), batch.qscale, *a, False, 0)
     kernels["picked"] = None
     for name, kern in kernels.items():
         hs, hi, hn = np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)
@@ -153,6 +153,34 @@ def test_every_batch_path_equals_the_oracle(case, n_q):
             h.scores[:], h.ids[:], h.n = hs[b], hi[b], int(hn[b])
             ids, scores = h.result()
             assert (ids.tolist(), scores.tolist()) == want[b], (name, b)
+
+
+@PATHS
+@given(int8_cases(), st.integers(1, 6), st.sampled_from([1, 7, 256, 100000]))
+def test_the_avx2_batch_kernel_on_a_copy_in_date_order(case, n_q, chunk):
+    """A copy stored in another order than its rows' (``order``: the row of each stored row, as
+    the writer stores the copy by date): the kernel gathers each query's mask bytes into stored
+    order ``chunk`` rows at a time; any chunk gives the oracle's heaps (ids: the rows')."""
+    if not K.HAS_AVX2:
+        pytest.skip("no AVX2 here")
+    q8, scale, mask, base, query, k = case
+    rng = np.random.default_rng(len(q8) * 3 + n_q + chunk)
+    n, d = q8.shape
+    order = rng.permutation(n).astype(np.int32)
+    stored_q8 = np.ascontiguousarray(q8[order])  # stored row i is segment row order[i]
+    masks = np.repeat(mask[None, :], n_q, axis=0)
+    masks[1:, base:] = rng.random((n_q - 1, n)) < 0.5
+    qs = rng.standard_normal((n_q, d)).astype(np.float32)
+    qs[0] = query
+    batch = K.Int8Batch.quantize(qs)
+    hs, hi, hn = np.zeros((n_q, k), np.float32), np.zeros((n_q, k), np.int64), np.zeros(n_q, np.int64)
+    K.batch_scan_avx2(stored_q8, np.ascontiguousarray(scale[order]), batch.qw.astype(np.int8), batch.qscale, masks, base, k, hs, hi, hn, order, True, chunk)
+    for b in range(n_q):
+        want = oracle_top(oracle_scores(q8, scale, batch.qw[b], batch.qscale[b]), masks[b], base, k)
+        h = TopK(k)
+        h.scores[:], h.ids[:], h.n = hs[b], hi[b], int(hn[b])
+        ids, scores = h.result()
+        assert (ids.tolist(), scores.tolist()) == want, b
 
 
 def test_the_kernel_path_names_what_runs():

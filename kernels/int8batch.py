@@ -438,6 +438,20 @@ class Int8Batch:
         return 0.5 * q1 * stats[2] + stats[3] * (0.5 * self.qscale + 4 * 2.0**-24 * qmax) + 1e-7
 
 
+def batch_kernel_path(q8=None, base: int = 0) -> str:
+    """The kernel :func:`batch_scan` runs for the vector leg of ``query_batch`` (``q8``: a segment's
+    int8 copy; None: a 384-wide one)."""
+    if q8 is None:
+        q8 = np.zeros((1, 384), dtype=np.int8)
+    if tiled_scan_ok(q8, base):
+        return "tiled vnni512 (vpdpbusd zmm" + (", amx tdpbusd)" if HAS_AMX else ")")
+    if _vnni_ok(q8):
+        return "vnni (vpdpbusd)"
+    if _avx2_ok(q8):
+        return "avx2 (vpmaddubsw)"
+    return "portable (int32 loop)"
+
+
 def tiled_scan_ok(q8, base: int) -> bool:
     """Whether :func:`batch_scan` runs the tiled kernel on this segment (and so takes ``floors``)."""
     return HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32

@@ -3,7 +3,7 @@ portable loop forced, on the peers' speed workload (``bench/workload.py``, embed
 300 queries), for one query (``feedback`` 3 and 0) and ``query_batch``; each query alternates the
 paths, each batch run too, so a neighbour's load falls on both. Wall and CPU time (this thread's:
 on a shared machine the wall clock also counts the time other processes held the core).
-Also a float32 matrix-vector product over the store's embeddings, the issue's yardstick.
+Also a float32 matrix-vector product over the store's embeddings: one pass over memory, the yardstick.
 
     OPENBLAS_NUM_THREADS=1 python -m mempp.bench.int8_paths N STORE_DIR [QUERIES]
 

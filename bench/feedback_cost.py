@@ -44,6 +44,12 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 s.query_batch(qtexts[:300], qemb[:300], k=10, as_of=days, feedback=fb)
                 batch[fb].append(time.perf_counter() - t)
+        from mempp.kernels.int8dot import batch_kernel_path, kernel_path
+
+        segs = [e for e in s._snap.segments if e.q8 is not None]
+        single_k = ", ".join(sorted({kernel_path(e.q8) for e in segs})) or kernel_path()
+        batch_k = ", ".join(sorted({batch_kernel_path(e.q8, e.base) for e in segs})) or batch_kernel_path()
+        print(f"int8 scan: {single_k}; query_batch: {batch_k}")
         for fb in (3, 0):
             print(f"feedback={fb}: single query p50 {1e3*np.median(single[fb]):.2f} ms p95 {1e3*np.percentile(single[fb],95):.2f} ms; query_batch {300/np.median(batch[fb]):.0f} q/s")
     return 0

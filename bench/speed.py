@@ -177,7 +177,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         heap.result()
         f32_t.append(time.perf_counter() - t)
     # The int8 scan over every row (all candidates): its read rate against the memory bandwidth.
-    from mempp.kernels.int8dot import Int8Query, has_vnni
+    from mempp.kernels.int8dot import Int8Query, batch_kernel_path, has_vnni, kernel_path
 
     # The bandwidth again, here, before and after the int8 scans (the run's first figure comes
     # minutes earlier, before the build; a shared machine's bandwidth drifts): the scans are
@@ -308,6 +308,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
             "equal_to_single_queries": batch_check,
         },
         "vector_methods": methods,
+        "kernels": _kernels(snap, kernel_path, batch_kernel_path),
         "checked_queries": min(check, queries),
         "masks_equal_workload": mask_ok,
         "lexical_top10_equal_numpy_oracle": lex_ok,
@@ -318,6 +319,18 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         "membw_session_by_method": bw_detail,
         "candidates_mean_frac": round(float(np.mean(w.cand_frac())), 3),
         "ann": ann_report,
+    }
+
+
+def _kernels(snap, kernel_path, batch_kernel_path) -> dict:
+    """The int8 kernel paths the figures used, per segment kind: the single query's scan and
+    ``query_batch``'s (``kernels.int8dot.kernel_path``; VNNI, AVX2 or the portable loop)."""
+    segs = [e for e in snap.segments if e.q8 is not None]
+    if not segs:
+        return {"int8 scan": "none (no int8 copy)", "query_batch": "float32 matrix product"}
+    return {
+        "int8 scan": ", ".join(sorted({kernel_path(e.q8) for e in segs})),
+        "query_batch": ", ".join(sorted({batch_kernel_path(e.q8, e.base) for e in segs})),
     }
 
 

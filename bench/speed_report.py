@@ -68,6 +68,9 @@ def table(report: dict[str, Any]) -> str:
         warm = f" (the process's first add, {b['warmup_docs']:,} documents into a scratch store, took {b['warmup_add_s']} s: with it, {b['ingest_docs_per_s_with_warmup']:,.0f} docs/s)" if "warmup_add_s" in b else ""
         if "fresh_memory_gbs" in b:
             warm += f"; memory not used before filled at {b['fresh_memory_gbs']} GB/s (bench.membw.fresh_memory_gbs)"
+        kern = s.get("kernels")
+        if kern:
+            lines.append(f"| {n} | kernel paths | | | | int8 scan: {kern['int8 scan']}; query_batch: {kern['query_batch']} |")
         lines.append(f"| {n} | ingest, embeddings supplied | | | | {b['ingest_docs_per_s']:,.0f} docs/s{warm}{ann_b} |")
         lines.append(f"| {n} | open (fresh process) | {1e3 * s['open_s']:.1f} | | | store {r['build']['store_mb']:,.0f} MB, session peak RSS {s['peak_rss_mb']:,.0f} MB{_resident_note(s)} |")
         for leg in ("mask", *LEXICAL_ROWS, "vector", "hybrid"):
@@ -86,6 +89,8 @@ def table(report: dict[str, Any]) -> str:
                 note += f"; bm25s filtered p50 {p['peer_ms']} ms: {p['speedup']}x"
             if leg == "vector":
                 note = f"recall@10 vs float32 {s['vector_recall10_vs_float32']}; {r.get('vector_gbs', '')} GB/s effective of {report['membw_gbs']} GB/s"
+                if kern:
+                    note += f"; int8 scan: {kern['int8 scan']}"
             if leg == "vector":
                 f = s.get("vector_float32_scan")
                 if f:
@@ -131,7 +136,8 @@ def table(report: dict[str, Any]) -> str:
         runs = ", ".join(f"{x:,.0f}" for x in b.get("qps_runs", []))
         lines.append(
             f"| {n} | query_batch, {b['queries']} queries | | | {b['qps']:,.0f} | = single queries in "
-            f"{b['equal_to_single_queries']}/{s['checked_queries']}{'; median of ' + runs if runs else ''} |"
+            f"{b['equal_to_single_queries']}/{s['checked_queries']}{'; median of ' + runs if runs else ''}"
+            f"{'; int8 scan: ' + kern['query_batch'] if kern else ''} |"
         )
         for tool, peer in r.get("peers", {}).items():
             for row in peer.get("rows", []):

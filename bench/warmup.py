@@ -2,6 +2,9 @@
 build compile ahead of first use (``kernels/_warm.py``, ``kernels/signatures.txt``).
 
     python -m mempp.bench.warmup --record      # rewrite kernels/signatures.txt from a run of exercise()
+                                               # (added to the lines listed: each CPU reaches its own int8 kernels;
+                                               # run it with an empty NUMBA_CACHE_DIR, or a kernel that another
+                                               # loads from the cache is not seen)
     python -m mempp.bench.warmup               # compile every listed signature (what `mempp warmup` does)
 """
 
@@ -59,6 +62,19 @@ def exercise(root: Path) -> None:
             s.add(docs(10, "late", threads))
         with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=64), version=2) as old:
             old.query("budget review", k=5, as_of="2024-06-30")
+    # The models' width (384: bge-small, MiniLM), which the CPU-specific int8 kernels take (VNNI
+    # needs rows of a multiple of 128 bytes; AVX2 any): the README's example, a dated query,
+    # bulk scoring, as a first-time user's calls reach them.
+    with mempp.Store.open(root / "s384", embedder=mempp.HashEmbedder(dim=384)) as s:
+        s.add(docs(600, "w", False))
+        s.add([{"id": "sla-1", "text": "Uptime SLA: 99.9%.", "author": "Aisha Patel", "date": "2023-01-10"},
+               {"id": "sla-2", "text": "SLA raised to 99.95%.", "author": "Ben Ortiz", "date": "2023-06-01", "supersedes": "sla-1"}])
+        for kw in ({}, {"as_of": "2023-03-01"}, {"feedback": 0}):
+            s.query("what is the uptime SLA?", k=10, **kw)
+        s.query_batch(["budget", "vendor contract", "audit", "uptime"], k=5, as_of=[None, "2024-03-01", None, "2023-03-01"])
+    with mempp.Store.open(root / "s384", embedder=mempp.HashEmbedder(dim=384), read_only=True) as s:
+        s.query("budget review", k=10, as_of="2024-06-30")
+        s.query_batch(["budget", "vendor contract"], k=5)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         exercise(Path(tmp))
     import mempp.kernels as K
 
-    rows = _warm.recorded(K)
+    rows = _warm.merged(_warm.recorded(K))
     header = "# module\tfunction\targument types: the kernels' entry points as the engine calls them (python -m mempp.bench.warmup --record)\n"
     _warm.SIGNATURES.write_text(header + "".join("\t".join(r) + "\n" for r in rows))
     print(f"{len(rows)} signatures written to {_warm.SIGNATURES}")

@@ -9,8 +9,8 @@ result (``_precompiled/``), and ``mempp warmup`` runs it where a service is depl
 
 Imports numpy and numba only.
 
-Owns the signature list (:func:`signatures`, :func:`recorded`, :func:`type_text`) and
-:func:`compile_all`.
+Owns the signature list (:func:`signatures`, :func:`recorded`, :func:`merged`, :func:`type_text`)
+and :func:`compile_all`, which skips the kernels of instruction sets this CPU lacks.
 
 Never imports: mempp.storage, mempp.store, mempp.bench.
 """
@@ -45,6 +45,8 @@ def compile_all(path: Path = SIGNATURES, verbose: bool = False) -> dict:
     n = 0
     for module, function, sig in signatures(path):
         dispatcher = getattr(importlib.import_module(f"mempp.kernels.{module}"), function)
+        if dispatcher is None:
+            continue  # a kernel of an instruction set this CPU lacks (VNNI, AVX2): None here, never called
         args, _ = sigutils.normalize_signature(sig)
         t1 = time.perf_counter()
         dispatcher.compile(args)
@@ -52,6 +54,18 @@ def compile_all(path: Path = SIGNATURES, verbose: bool = False) -> dict:
         if verbose:
             print(f"{time.perf_counter() - t1:6.2f} s  {module}.{function}", flush=True)
     return {"compiled": n, "seconds": round(time.perf_counter() - t, 2)}
+
+
+def merged(rows: list[tuple[str, str, str]], path: Path = SIGNATURES) -> list[tuple[str, str, str]]:
+    """``rows`` (a recording) plus the lines already listed whose kernel still exists: a recording
+    reaches only the kernels of this CPU (VNNI, AVX2 or the portable loop), so a list recorded on
+    one machine keeps what another recorded. (A kernel that is None here, an instruction set this
+    CPU lacks, is kept too.) To start over, empty the file first."""
+    keep = []
+    for module, function, sig in signatures(path) if path.exists() else []:
+        if hasattr(importlib.import_module(f"mempp.kernels.{module}"), function):
+            keep.append((module, function, sig))
+    return sorted(set(rows) | set(keep))
 
 
 def recorded(kernels_package) -> list[tuple[str, str, str]]:

@@ -1,10 +1,11 @@
 """The int8 scan of one query: masked top-k and "rows above a threshold" over a segment's int8 copy.
 
-Owns the portable kernels (int32 products) and the VNNI ones (``vpdpbusd``, prefetching,
-the high-byte bound that skips most rows' low half), the row ``order`` of a copy stored in
-date order, and :class:`Int8Query`, which picks the fastest kernel this machine has. Imports
-only numpy, numba and the kernels it builds on (``vnni``, ``int8quant``, ``intrinsics``,
-``topk``); never the batch kernels (``int8batch``), which import it.
+Owns the portable kernels (int32 products), the VNNI ones (``vpdpbusd``, prefetching, the
+high-byte bound that skips most rows' low half) and the AVX2 ones for x86 CPUs without VNNI
+(``vpmaddwd``, prefetching), the row ``order`` of a copy stored in date order, and
+:class:`Int8Query`, which picks the fastest kernel this machine has (:func:`kernel_path` names
+it). Imports only numpy, numba and the kernels it builds on (``vnni``, ``avx2``, ``int8quant``,
+``intrinsics``, ``topk``); never the batch kernels (``int8batch``), which import it.
 
 Never imports: int8batch, int8dot, mempp.storage.
 """
@@ -16,6 +17,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from .avx2 import HAS_AVX2, STEP, _avx2_dot8, _avx2_dot16
 from .int8quant import error_bound, quantize_query, vnni_bytes
 from .intrinsics import _prefetch_row
 from .topk import heap_push
@@ -142,6 +144,82 @@ else:
     masked_dot_topk_vnni = masked_dot_above_vnni = None
 
 
+if HAS_AVX2:
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _avx2_qw(q8, row, qw):
+        """``q8[row] · qw`` (int32, as :func:`_dot_qw`): ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
+        acc = _avx2_dot16(q8, row, qw)
+        for j in range(q8.shape[1] - q8.shape[1] % STEP, q8.shape[1]):
+            acc += np.int64(q8[row, j]) * np.int64(qw[j])
+        return np.int32(acc)
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _avx2_qb(q8, row, qb):
+        """``q8[row] · qb`` for an int8 query (``|qb| <= 127``; int32, as :func:`_dot_qw`):
+        ``vpmaddubsw`` + ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
+        acc = _avx2_dot8(q8, row, qb)
+        for j in range(q8.shape[1] - q8.shape[1] % STEP, q8.shape[1]):
+            acc += np.int64(q8[row, j]) * np.int64(qb[j])
+        return np.int32(acc)
+
+    @njit(cache=True, nogil=True)
+    def masked_dot_topk_avx2(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop):
+        """:func:`masked_dot_topk_q8` with AVX2 (``vpmovsxbw`` + ``vpmaddwd``: the same int32 dot
+        products) and prefetching; ``rows``: scratch (n,) int64. Candidate rows are listed first,
+        without a branch on the mask, and prefetched a few ahead (as :func:`masked_dot_topk_vnni`)."""
+        qs = np.float32(qscale)
+        m = 0
+        for row in range(start, stop):
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            _prefetch_row(q8, rows[i])
+        for i in range(m):
+            if i + PREFETCH_AHEAD < m:
+                _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
+            g = base + order[row]
+            s = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
+            if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
+                n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
+        return n_heap
+
+    @njit(cache=True, nogil=True)
+    def masked_dot_above_avx2(q8, scale, qw, qscale, mask, base, threshold, out, n_out, order, start, stop):
+        """:func:`masked_dot_above_q8` with AVX2 (the same int32 dot products)."""
+        qs = np.float32(qscale)
+        for row in range(start, stop):
+            g = base + order[row]
+            if mask[g]:
+                s = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
+                if s >= threshold:
+                    if n_out == out.shape[0]:
+                        return -1
+                    out[n_out] = g
+                    n_out += 1
+        return n_out
+
+else:
+    _avx2_qw = _avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
+
+
+def _avx2_ok(q8) -> bool:
+    """Whether the AVX2 kernels serve this int8 copy (where the VNNI ones do not)."""
+    return HAS_AVX2 and q8.flags.c_contiguous
+
+
+def kernel_path(q8=None, precise: bool = True) -> str:
+    """The kernel :meth:`Int8Query.scan` runs (``q8``: a segment's int8 copy; None: a 384-wide one)."""
+    if q8 is None:
+        q8 = np.zeros((1, 384), dtype=np.int8)
+    if precise and _vnni_ok(q8):
+        return "vnni (vpdpbusd)"
+    if _avx2_ok(q8):
+        return "avx2 (vpmaddwd)"
+    return "portable (int32 loop)"
+
+
 def _vnni_ok(q8) -> bool:
     return HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous
 
@@ -205,6 +283,9 @@ class Int8Query:
             return masked_dot_topk_vnni(
                 q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop
             )
+        if _avx2_ok(q8):
+            rows = _rows_scratch(len(q8))
+            return masked_dot_topk_avx2(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop)
         return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, order, start, stop)
 
     def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int, order=None, span=None) -> int:
@@ -216,6 +297,8 @@ class Int8Query:
             t = np.nextafter(t, np.float32(-np.inf))
         if self.precise and _vnni_ok(q8):
             return masked_dot_above_vnni(q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, mask, base, t, out, n_out, order, start, stop)
+        if _avx2_ok(q8):
+            return masked_dot_above_avx2(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
         return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
 
     def error_bound(self, stats) -> float:

@@ -64,3 +64,8 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "| 3,000 | hybrid |" in printed and "| 3,000 | lexical_alone |" in printed
     assert f"memory not used before filled at {run['build']['fresh_memory_gbs']} GB/s" in printed
+    from mempp.kernels.int8dot import batch_kernel_path, kernel_path
+
+    # which kernel each figure used: the int8 scan's (VNNI, AVX2 or the portable loop) and query_batch's
+    assert s["kernels"]["int8 scan"] == kernel_path() and s["kernels"]["query_batch"] == batch_kernel_path()
+    assert f"int8 scan: {kernel_path()}; query_batch: {batch_kernel_path()}" in printed

@@ -80,3 +80,17 @@ def test_a_shipped_cache_is_seeded_into_an_empty_one(tmp_path):
     env.pop("NUMBA_CACHE_DIR", None)
     copied, hits, misses = map(int, subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split())
     assert copied >= 2 and hits == 1 and misses == 0
+
+
+def test_kernels_of_an_instruction_set_this_cpu_lacks_are_skipped_and_kept(tmp_path, monkeypatch):
+    """A listed kernel that is None here (VNNI on this CPU, or AVX2 elsewhere) is not compiled, and
+    a recording here keeps the lines another machine recorded."""
+    from mempp.kernels import int8batch
+
+    line = ("int8batch", "batch_scan_avx2", "(Array(int8, 2, 'C', readonly=False, aligned=True),)")
+    path = tmp_path / "signatures.txt"
+    path.write_text("# header\n" + "\t".join(line) + "\n")
+    monkeypatch.setattr(int8batch, "batch_scan_avx2", None)
+    assert _warm.compile_all(path)["compiled"] == 0
+    mine = ("topk", "heap_push", "(x,)")
+    assert _warm.merged([mine], path) == sorted([mine, line])

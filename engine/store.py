@@ -39,7 +39,8 @@ from mempp.storage import (
 )
 from mempp.storage.confine import check_is_store, check_layout, check_manifest_names, check_store_path
 from mempp.storage.errors import StoreRecoveredWarning
-from mempp.storage.recovery import disk_versions, holds_data, newest_whole
+from mempp.storage.aside import file_number, strays
+from mempp.storage.recovery import holds_data, newest_whole
 from mempp.storage.recovery import repair as repair_store
 from mempp.storage.recovery import verify as verify_store
 from mempp.storage.fsutil import fsync_dir
@@ -470,8 +471,9 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
 def _current_state(path: Path, tried: int | None):
     """(state, None) of the version ``CURRENT`` names; or, when ``CURRENT`` or a version file of
     its chain is lost or damaged, (the newest whole version on disk, why: the warning to give).
-    A directory whose leftovers hold no version file (a first commit interrupted before it wrote
-    one) reads as a store with no commit; its writer sets them aside. A ``Vanished`` file while
+    A directory that holds no ``CURRENT`` and nothing whole, only files of version 1 (a first
+    commit interrupted before its version file was whole), reads as a store with no commit; its
+    writer sets the leftovers aside. A ``Vanished`` file while
     ``CURRENT`` moves is a writer's doing: raised for the caller to retry."""
     try:
         state = read_state(path)
@@ -484,8 +486,8 @@ def _current_state(path: Path, tried: int | None):
         problem = exc
     found, _ = newest_whole(path)
     if found is None:
-        if not disk_versions(path) and not (path / "CURRENT").exists():
-            return None, None
+        if not (path / "CURRENT").exists() and all(file_number(n) <= 1 for n in strays(path, None)):
+            return None, None  # only a first commit's leftovers (every name carries version 1 at most): nothing was ever whole
         raise problem
     return found, (
         f"{problem}; reading version {found.version}, the newest whole version on disk; "

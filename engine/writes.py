@@ -172,7 +172,7 @@ class WritePath:
             windows = None
         if supplied is None and self._may_reingest(rows):
             with self._write_mutex:  # embed in the writer's turn only the rows found new (as a big batch does)
-                return self._add(docs, None, batch_size, progress)
+                return self._add(docs, None, batch_size, progress, None, backdate)
         if supplied is None and any(r is not None for r in rows):
             supplied, windows = self._embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
             progress = None

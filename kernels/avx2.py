@@ -13,35 +13,26 @@ dot products, exact in integers, so the same numbers as the portable kernels and
   saturate, then ``vpmaddwd`` by ones into int32: 32 bytes of the row per step.
 
 Both cover the row's first ``width - width % 32`` bytes; the caller adds the rest.
-Imports only numpy, numba and llvmlite; never another mempp module.
+Imports only numpy, numba, llvmlite and ``intrinsics`` (the host CPU check).
 
 Never imports: vnni, int8scan, int8batch, int8quant, mempp.storage.
 """
 
 from __future__ import annotations
 
-import os
 
 from llvmlite import ir
-from numba import config, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .intrinsics import host_cpu_features
 
 STEP = 32  # row bytes per step of both dot products
 
 
 def _host_has_avx2() -> bool:
-    if os.environ.get("MEMPP_AVX2", "1") == "0":
-        return False
-    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES is not None:
-        return False  # numba compiles for another CPU (portable caches): no host-only instructions
-    try:
-        import llvmlite.binding as llvm
-
-        feats = llvm.get_host_cpu_features()
-    except Exception:  # pragma: no cover - llvmlite without host detection
-        return False
-    return bool(feats.get("avx2"))
+    return bool(host_cpu_features("MEMPP_AVX2").get("avx2"))
 
 
 HAS_AVX2 = _host_has_avx2()

@@ -2,15 +2,17 @@
 
 Owns the small numba ``@intrinsic`` helpers that emit one LLVM instruction or call each
 (``llvm.prefetch``, ``ctpop``, ``cttz``, ``inttoptr``), for the scan kernels of ``maxscore``
-and the int8 modules. Imports only numba and llvmlite; never another mempp module.
+and the int8 modules, and the host CPU feature check the VNNI and AVX2 paths share. Imports only numba and llvmlite; never another mempp module.
 
 Never imports: topk, maxscore, vnni, mempp.storage.
 """
 
 from __future__ import annotations
 
+import os
+
 from llvmlite import ir
-from numba import types
+from numba import config, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
@@ -85,3 +87,19 @@ def _lowest_bit(typingctx, x):
         return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
 
     return types.int32(types.int32), codegen
+
+
+def host_cpu_features(switch: str) -> dict:
+    """This CPU's features as LLVM names them (``{"avx2": True, ...}``), or none when the
+    environment variable ``switch`` is "0" or numba compiles for another CPU (portable caches:
+    no host-only instructions then)."""
+    if os.environ.get(switch, "1") == "0":
+        return {}
+    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES is not None:
+        return {}
+    try:
+        import llvmlite.binding as llvm
+
+        return dict(llvm.get_host_cpu_features())
+    except Exception:  # pragma: no cover - llvmlite without host detection
+        return {}

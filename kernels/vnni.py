@@ -4,7 +4,7 @@ Owns the host feature detection (``MEMPP_VNNI=0`` / ``MEMPP_AMX=0`` turn them of
 host-only when numba compiles for another CPU), the tile shapes and the AMX configuration, and
 the numba ``@intrinsic`` code generators: the 256-bit ``vpdpbusd`` row dot product, the 512-bit
 tile of 8 queries by 16 rows (summed, or summed and scored in registers) and the AMX ``tdpbusd``
-tile as inline assembly. Imports only numpy, numba and llvmlite; never another mempp module.
+tile as inline assembly. Imports only numpy, numba, llvmlite and ``intrinsics`` (the host CPU check).
 
 Never imports: int8scan, int8batch, int8quant, mempp.storage.
 """
@@ -15,9 +15,11 @@ import os
 
 import numpy as np
 from llvmlite import ir
-from numba import config, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .intrinsics import host_cpu_features
 
 UNROLL = 4  # 32-byte chunks per step of the VNNI dot product: rows must be a multiple of 128 bytes
 TILE_ROWS = 16  # batch_scan's tiled kernel: rows per tile (the int32 lanes of a zmm register) ...
@@ -25,16 +27,7 @@ TILE_QUERIES = 8  # ... and queries per tile (one accumulator register each)
 
 
 def _host_has_vnni() -> bool:
-    if os.environ.get("MEMPP_VNNI", "1") == "0":
-        return False
-    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES is not None:
-        return False  # numba compiles for another CPU (portable caches): no host-only instructions
-    try:
-        import llvmlite.binding as llvm
-
-        feats = llvm.get_host_cpu_features()
-    except Exception:  # pragma: no cover - llvmlite without host detection
-        return False
+    feats = host_cpu_features("MEMPP_VNNI")
     return bool(feats.get("avxvnni") or (feats.get("avx512vnni") and feats.get("avx512vl")))
 
 

@@ -1,10 +1,10 @@
 """Build hook: compile mempp's numba kernels while the package is built, and ship them.
 
 ``pip install .`` then gives a package whose first use loads compiled kernels instead of
-compiling them (tens of seconds on a small machine): ``kernels/_warm.py`` compiles every
+compiling them (tens of seconds on a small machine): ``kernels/precompile.py`` compiles every
 signature the engine uses (``kernels/signatures.txt``) into a scratch numba cache, whose files
 go into the package as ``mempp/kernels/_precompiled/``; at first import they are copied into the
-user's cache (``kernels/_numba_cache.py``), where numba checks each against its source file and
+user's cache (``kernels/jitcache.py``), where numba checks each against its source file and
 the CPU and compiles again only what does not match. An editable install compiles nothing
 here (its kernels compile on first use). ``MEMPP_NO_PRECOMPILE=1`` skips the step; a failure of
 it only warns. Everything else is in pyproject.toml.
@@ -26,8 +26,8 @@ import sys, types
 pkg = types.ModuleType("mempp")
 pkg.__path__ = [sys.argv[1]]
 sys.modules["mempp"] = pkg
-from mempp.kernels import _warm
-got = _warm.compile_all()
+from mempp.kernels import precompile
+got = precompile.compile_all()
 print(f"mempp: {got['compiled']} kernel signatures compiled in {got['seconds']} s", flush=True)
 """
 

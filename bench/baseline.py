@@ -38,7 +38,7 @@ import numpy as np
 
 from mempp.dates import to_us
 
-from .evaluate import _mean, load, make_embedder, score
+from .evaluate import mean, load, make_embedder, score
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET.
 STOPWORDS = frozenset(
@@ -209,8 +209,8 @@ def evaluate_baseline(
     return {
         "k": list(ks),
         "questions": len(per_q),
-        "overall": _mean([s for _, s in per_q]),
-        "by_category": {cat: {**_mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
+        "overall": mean([s for _, s in per_q]),
+        "by_category": {cat: {**mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
         "config": {"baseline": kind, "embedder": None if kind == "bm25" else getattr(embedder, "model_id", embedder_name),
                    "docs": str(docs), "questions": str(questions)},
         "documents": sum(len(v) for v in doc_groups.values()),

@@ -126,7 +126,7 @@ def score(answers: Mapping[int, Sequence[str]], evidence: Sequence[str]) -> dict
     return out
 
 
-def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+def mean(rows: list[dict[str, float]]) -> dict[str, float]:
     if not rows:
         return {}
     return {name: sum(r[name] for r in rows) / len(rows) for name in rows[0]}
@@ -213,8 +213,8 @@ def evaluate(
     return {
         "k": list(config.ks),
         "questions": len(per_q),
-        "overall": _mean([s for _, s in per_q]),
-        "by_category": {cat: {**_mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
+        "overall": mean([s for _, s in per_q]),
+        "by_category": {cat: {**mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
         "config": {**asdict(config), "docs": str(docs), "questions": str(questions)},
         "documents": n_docs,
         "seconds": round(time.perf_counter() - t0, 2),

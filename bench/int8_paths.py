@@ -27,13 +27,13 @@ from .workload import build, load
 @contextlib.contextmanager
 def portable():
     """The portable kernels, as on a CPU without VNNI or AVX2 (what ``MEMPP_VNNI=0 MEMPP_AVX2=0`` give)."""
-    saved = (int8scan._avx2_ok, int8batch._avx2_ok, int8scan._vnni_ok, int8batch._vnni_ok, int8batch.HAS_VNNI512)
-    int8scan._avx2_ok = int8batch._avx2_ok = int8scan._vnni_ok = int8batch._vnni_ok = lambda q8: False
+    saved = (int8scan.avx2_ok, int8batch.avx2_ok, int8scan.vnni_ok, int8batch.vnni_ok, int8batch.HAS_VNNI512)
+    int8scan.avx2_ok = int8batch.avx2_ok = int8scan.vnni_ok = int8batch.vnni_ok = lambda q8: False
     int8batch.HAS_VNNI512 = False
     try:
         yield
     finally:
-        int8scan._avx2_ok, int8batch._avx2_ok, int8scan._vnni_ok, int8batch._vnni_ok, int8batch.HAS_VNNI512 = saved
+        int8scan.avx2_ok, int8batch.avx2_ok, int8scan.vnni_ok, int8batch.vnni_ok, int8batch.HAS_VNNI512 = saved
 
 
 def _timed(fn) -> tuple[float, float]:
@@ -56,10 +56,10 @@ def main(argv=None) -> int:
     paths = {"fast": contextlib.nullcontext, "portable": portable}
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=384)) as s:
         s.make_resident()
-        segs = [e for e in s._snap.segments if e.q8 is not None]
+        segs = [e for e in s.searcher().snapshot.segments if e.q8 is not None]
         print(f"fast: int8 scan {', '.join(sorted({kernel_path(e.q8) for e in segs}))}; "
               f"query_batch {', '.join(sorted({batch_kernel_path(e.q8, e.base) for e in segs}))}")
-        emb = [e.segment.embeddings for e in s._snap.segments]
+        emb = [e.segment.embeddings for e in s.searcher().snapshot.segments]
         for name, ctx in paths.items():  # warm (and compile) both
             with ctx():
                 for fb in (3, 0):

@@ -46,7 +46,7 @@ def _sum_words(words):
     return s
 
 
-class _BandwidthProbe:
+class BandwidthProbe:
     """One int64 read of 1 GiB (:func:`membw_gbs`'s compiled loop), for probes between rounds of a scan."""
 
     def __init__(self) -> None:
@@ -57,7 +57,7 @@ class _BandwidthProbe:
         return self.words.nbytes / _timed(lambda: _sum_words(self.words)) / 1e9
 
 
-def _shares(shares: list[float]) -> dict[str, Any]:
+def side_by_side_shares(shares: list[float]) -> dict[str, Any]:
     """Rounds of a scan against the bandwidth probed beside each: the median share and every round's."""
     return {"share_side_by_side": round(float(np.median(shares)), 3), "share_rounds": [round(x, 3) for x in shares]}
 

@@ -51,7 +51,7 @@ def run_peers(peers: Path, python: str, n: int, tools: list[str]) -> dict[str, A
     return out
 
 
-def _peer_p50(peers: dict[str, Any], tool: str, bench: str, variant_prefix: str) -> float | None:
+def peer_p50(peers: dict[str, Any], tool: str, bench: str, variant_prefix: str) -> float | None:
     for row in peers.get(tool, {}).get("rows", []):
         if row.get("bench") == bench and str(row.get("variant", "")).startswith(variant_prefix) and "p50_ms" in row:
             return float(row["p50_ms"])

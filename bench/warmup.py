@@ -1,5 +1,5 @@
 """The engine over every path it has, to record the kernel signatures ``mempp warmup`` and the
-build compile ahead of first use (``kernels/_warm.py``, ``kernels/signatures.txt``).
+build compile ahead of first use (``kernels/precompile.py``, ``kernels/signatures.txt``).
 
     python -m mempp.bench.warmup --record      # rewrite kernels/signatures.txt from a run of exercise()
                                                # (added to the lines listed: each CPU reaches its own int8 kernels;
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import mempp
-from mempp.kernels import _warm
+from mempp.kernels import precompile
 
 
 def exercise(root: Path) -> None:
@@ -82,17 +82,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--record", action="store_true", help="run the engine and rewrite kernels/signatures.txt")
     args = ap.parse_args(argv)
     if not args.record:
-        got = _warm.compile_all(verbose=True)
+        got = precompile.compile_all(verbose=True)
         print(f"{got['compiled']} signatures in {got['seconds']} s")
         return
     with tempfile.TemporaryDirectory() as tmp:
         exercise(Path(tmp))
     import mempp.kernels as K
 
-    rows = _warm.merged(_warm.recorded(K))
+    rows = precompile.merged(precompile.recorded(K))
     header = "# module\tfunction\targument types: the kernels' entry points as the engine calls them (python -m mempp.bench.warmup --record)\n"
-    _warm.SIGNATURES.write_text(header + "".join("\t".join(r) + "\n" for r in rows))
-    print(f"{len(rows)} signatures written to {_warm.SIGNATURES}")
+    precompile.SIGNATURES.write_text(header + "".join("\t".join(r) + "\n" for r in rows))
+    print(f"{len(rows)} signatures written to {precompile.SIGNATURES}")
 
 
 if __name__ == "__main__":

@@ -9,16 +9,16 @@ on equal scores, the higher document index (the later-ingested document)
 ranks first.
 
 Owns the package's public kernel names (``__all__``), and installs the cache locator
-(``_numba_cache``) before any kernel is decorated.
+(``jitcache``) before any kernel is decorated.
 
-Never imports: _warm, mempp.storage, mempp.store, pyarrow.
+Never imports: precompile, mempp.storage, mempp.store, pyarrow.
 """
 
 import os as _os
 
-from . import _numba_cache
+from . import jitcache
 
-_numba_cache.install(_os.path.dirname(__file__))  # before any kernel below is decorated
+jitcache.install(_os.path.dirname(__file__))  # before any kernel below is decorated
 
 from .topk import TopK, heap_push, heap_push_many, heap_sorted
 from .bm25 import (

@@ -4,10 +4,10 @@ Owns the host feature detection (``MEMPP_AVX2=0`` turns it off; nothing host-onl
 compiles for another CPU) and the numba ``@intrinsic`` code generators of the 256-bit int8
 dot products, exact in integers, so the same numbers as the portable kernels and VNNI:
 
-- :func:`_avx2_dot16`: an int8 row by an int16 query (the single query's ``precise`` form, or
+- :func:`avx2_dot16`: an int8 row by an int16 query (the single query's ``precise`` form, or
   an int8 query held as int16): 16 row bytes sign-extended to int16 (``vpmovsxbw``), one
   ``vpmaddwd`` with 16 query words, 8 int32 sums;
-- :func:`_avx2_dot8`: an int8 row by an int8 query (``|qw| <= 127``, bulk scoring): ``vpmaddubsw`` of the
+- :func:`avx2_dot8`: an int8 row by an int8 query (``|qw| <= 127``, bulk scoring): ``vpmaddubsw`` of the
   row's magnitudes (unsigned, at most 128) by the query bytes carrying the row's signs
   (``vpsignb``), whose pairs of products are at most 2 x 128 x 127 = 32512 and so never
   saturate, then ``vpmaddwd`` by ones into int32: 32 bytes of the row per step.
@@ -69,7 +69,7 @@ def _reduce(builder, accs):
 
 
 @intrinsic
-def _avx2_dot16(typingctx, arr, row, qw):
+def avx2_dot16(typingctx, arr, row, qw):
     """``sum(arr[row, :w] * qw[:w])`` as int64, ``w = width - width % 32`` (``arr`` int8 2-D
     C-contiguous, ``qw`` int16 C-contiguous): ``vpmovsxbw`` + ``vpmaddwd``."""
     if not _contiguous(arr, qw):
@@ -96,7 +96,7 @@ def _avx2_dot16(typingctx, arr, row, qw):
 
 
 @intrinsic
-def _avx2_dot8(typingctx, arr, row, qb):
+def avx2_dot8(typingctx, arr, row, qb):
     """``sum(arr[row, :w] * qb[:w])`` as int64, ``w = width - width % 32`` (``arr`` int8 2-D
     C-contiguous; ``qb`` int8 C-contiguous, every byte in -127..127): ``vpabsb``, ``vpsignb``,
     ``vpmaddubsw``, ``vpmaddwd``. A row byte of -128 is exact too (its magnitude 128 unsigned)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .maxscore import _seek
+from .maxscore import seek
 from .topk import heap_push, heap_sorted
 
 
@@ -146,13 +146,13 @@ def bm25_probe(post_docs, post_tfs, start, end, weight, norms, k1, base, docs, s
     """Add one term's contribution to the given documents only (MaxScore's non-essential terms).
 
     ``docs``: sorted global ids inside this segment; each is looked up in the term's run
-    ``post_docs[start:end]`` (sorted rows) with MaxScore's own search (``maxscore._seek``),
+    ``post_docs[start:end]`` (sorted rows) with MaxScore's own search (``maxscore.seek``),
     resuming where the previous one ended.
     """
     lo = start
     for i in range(docs.shape[0]):
         local = docs[i] - base
-        a = _seek(post_docs, lo, end, local)
+        a = seek(post_docs, lo, end, local)
         lo = a
         if a < end and post_docs[a] == local:
             tf = float(post_tfs[a])

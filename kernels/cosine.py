@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from .maxscore import _prefetch, _voidptr
+from .intrinsics import prefetch, voidptr
 
 RESCORE_AHEAD = 4  # certified_tops: rows prefetched ahead of the one rescored
 
@@ -237,12 +237,12 @@ def certified_tops(table, dim, queries, heap_s, heap_i, heap_n, keeps, depths, e
             if RESCORE_AHEAD and x >= RESCORE_AHEAD:  # the rows are scattered over memory: ask for one a few rows ahead
                 ga = heap_i[b, order[x - RESCORE_AHEAD]]
                 sa = np.searchsorted(bases, ga, side="right") - 1
-                flat = carray(_voidptr(table[sa, 0]), table[sa, 1] * dim, np.float32)
+                flat = carray(voidptr(table[sa, 0]), table[sa, 1] * dim, np.float32)
                 for off in range(0, dim, 16):
-                    _prefetch(flat, (ga - table[sa, 2]) * dim + off)
+                    prefetch(flat, (ga - table[sa, 2]) * dim + off)
             g = heap_i[b, i]
             s = np.searchsorted(bases, g, side="right") - 1
-            emb = carray(_voidptr(table[s, 0]), (table[s, 1], dim), np.float32)
+            emb = carray(voidptr(table[s, 0]), (table[s, 1], dim), np.float32)
             score = _dot(emb[g - table[s, 2]], q)
             if m < depth or score > ts[0] or (score == ts[0] and g > ti[0]):
                 m = heap_push(ts, ti, m, depth, score, g)

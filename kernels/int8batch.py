@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .int8scan import HAS_AVX2, Int8Query, _avx2_ok, _avx2_qb, _dot_qw, _vnni_ok, identity_order
-from .intrinsics import _lowest_bit, _prefetch
-from .topk import _sift_down, heap_push
-from .vnni import AMX_CONFIG, AMX_QUERIES, HAS_AMX, HAS_VNNI, HAS_VNNI512, TILE_QUERIES, TILE_ROWS, _amx_config, _amx_dots, _amx_release, _amx_tile_scored, _vnni512_tile, _vnni512_tile_scored, _vnni_dot
+from .int8scan import HAS_AVX2, Int8Query, avx2_ok, avx2_qb, dot_qw, vnni_ok, identity_order
+from .intrinsics import lowest_bit, prefetch
+from .topk import sift_down, heap_push
+from .vnni import AMX_CONFIG, AMX_QUERIES, HAS_AMX, HAS_VNNI, HAS_VNNI512, TILE_QUERIES, TILE_ROWS, amx_tile_config, amx_dots, amx_release, amx_tile_scored, vnni512_tile, vnni512_tile_scored, vnni_dot
 
 BATCH_ROWS = 256  # rows per block in batch_scan: 96 KB of 384-byte rows stay in L2 across the queries
 AVX2_CHUNK = 16384  # batch_scan_avx2: stored rows whose mask bytes are gathered at a time (a copy in date order)
@@ -38,7 +38,7 @@ def batch_scan_q8(q8, scale, qws, qscales, masks, base, k, heap_s, heap_i, heap_
             for row in range(r0, r1):
                 g = base + order[row]
                 if masks[b, g]:
-                    s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qws[b])))
+                    s = scale[row] * (qs * np.float32(dot_qw(q8[row], qws[b])))
                     if m < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                         m = heap_push(hs, hi, m, k, s, g)
             heap_n[b] = m
@@ -50,7 +50,7 @@ if HAS_VNNI:
     def _vnni_int8(q8, row, hi, rowsum):
         """``q8[row] · qw`` for an int8 query (``hi = qw + 128``). Separate from the int16 one:
         a run-time choice inside the row loop measured 3x slower."""
-        return np.int32(_vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row]))
+        return np.int32(vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row]))
 
     @njit(cache=True, nogil=True)
     def batch_scan_vnni(q8, scale, rowsum, his, qscales, masks, base, k, heap_s, heap_i, heap_n, order):
@@ -130,7 +130,7 @@ if HAS_AVX2:
                     for i in range(m):
                         row = rows[i]
                         g = base + order[row]
-                        s = scale[row] * (qs * np.float32(_avx2_qb(q8, row, qb)))
+                        s = scale[row] * (qs * np.float32(avx2_qb(q8, row, qb)))
                         if fill < k or s > hs[0] or (s == hs[0] and g > hi[0]):
                             fill = heap_push(hs, hi, fill, k, s, g)
                     heap_n[b] = fill
@@ -141,7 +141,7 @@ else:
 
 @njit(cache=True, nogil=True)
 def _tile_block(q32, r0, r1, blk):
-    """Rows ``r0 .. r1`` of ``q32`` (the int8 rows as int32 words) into ``blk``'s layout (see :func:`_vnni512_tile`), zero-padded."""
+    """Rows ``r0 .. r1`` of ``q32`` (the int8 rows as int32 words) into ``blk``'s layout (see :func:`vnni512_tile`), zero-padded."""
     n_groups = blk.shape[0]
     d4 = q32.shape[1]
     for g in range(n_groups):
@@ -226,7 +226,7 @@ if HAS_VNNI512:
 
         Per block of ``BATCH_ROWS`` rows, laid out 16 rows to a tile, each tile is multiplied by
         ``TILE_QUERIES`` queries at once and scored and filtered in vector registers
-        (:func:`_vnni512_tile_scored`: every row, candidate or not, which costs less than choosing).
+        (:func:`vnni512_tile_scored`: every row, candidate or not, which costs less than choosing).
         A candidate above its query's threshold goes to the query's buffer of keys
         (:func:`_key`), which is cut back to the best ``ks[b]`` when full; the threshold is then
         the worst kept. (A heap push per candidate costs several cache misses, with one heap per
@@ -278,12 +278,12 @@ if HAS_VNNI512:
                 thr[b] = max(floors[b], _key_score(tkey[b], ubits, sbits))
         blk = np.empty((BATCH_ROWS // TILE_ROWS, q32.shape[1], TILE_ROWS), dtype=np.int32)
         # With AMX (``amx``: HAS_AMX, and queries padded to a multiple of AMX_QUERIES), the sums of
-        # 16 queries by each tile of the block are made first, 16 x 16 at a time (_amx_dots), and
-        # each half of them scored as the VNNI tiles are (_amx_tile_scored): the same numbers.
+        # 16 queries by each tile of the block are made first, 16 x 16 at a time (amx_dots), and
+        # each half of them scored as the VNNI tiles are (amx_tile_scored): the same numbers.
         amx = amx and n_qt % AMX_QUERIES == 0 and q32.shape[1] % 16 == 0 and q32.shape[1] > 0  # whole 64-byte tiles, at least one
         sums = np.empty((BATCH_ROWS // TILE_ROWS, AMX_QUERIES, TILE_ROWS), dtype=np.int32)
         if amx:
-            _amx_config(amx_config)
+            amx_tile_config(amx_config)
         boff = np.zeros(BATCH_ROWS, dtype=np.int32)
         bscale = np.zeros(BATCH_ROWS, dtype=np.float32)
         acc = np.empty((TILE_QUERIES, TILE_ROWS), dtype=np.int32)
@@ -329,22 +329,22 @@ if HAS_VNNI512:
                         g0 = r0 + g * TILE_ROWS
                         if g0 >= last or min(r1, g0 + TILE_ROWS) - g0 < TILE_ROWS:
                             break
-                        _amx_dots(qwords, q0, blk, g, sums[g])
+                        amx_dots(qwords, q0, blk, g, sums[g])
                 for g in range(n_groups):
                     g0 = r0 + g * TILE_ROWS
                     g1 = min(r1, g0 + TILE_ROWS)
                     if g0 >= gstop[q0 // TILE_QUERIES]:
                         break
                     if g1 - g0 == TILE_ROWS and amx and permuted:
-                        _amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
+                        amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
                     elif g1 - g0 == TILE_ROWS and amx:
-                        _amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
+                        amx_tile_scored(sums, jbase, g, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
                     elif g1 - g0 == TILE_ROWS and permuted:
-                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
+                        vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, stair, srows, g0, out_s, out_bits)
                     elif g1 - g0 == TILE_ROWS:
-                        _vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
+                        vnni512_tile_scored(blk, g, qwords, q0, boff, bscale, qs32, thr, masks, mrows, base + g0, out_s, out_bits)
                     else:  # the segment's last, partial tile: scored here
-                        _vnni512_tile(blk, g, qwords, q0, acc)
+                        vnni512_tile(blk, g, qwords, q0, acc)
                         for j in range(TILE_QUERIES):
                             bits = 0
                             if q0 + j < n_q:
@@ -361,11 +361,11 @@ if HAS_VNNI512:
                             continue
                         b = q0 + j
                         while bits:  # the set bits, lowest first
-                            r = _lowest_bit(bits)
+                            r = lowest_bit(bits)
                             bits &= bits - 1
                             gid = base + order[g0 + r]
                             if permuted:
-                                _prefetch(masks[mask_rows[b]], gid)
+                                prefetch(masks[mask_rows[b]], gid)
                             pend_b[n_pend] = b
                             pend_g[n_pend] = gid
                             pend_s[n_pend] = out_s[j, r]
@@ -374,7 +374,7 @@ if HAS_VNNI512:
                         n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr, ubits, sbits)
             n_pend = _take_pending(pend_b, pend_g, pend_s, n_pend, permuted, masks, mask_rows, ks, floors, buf, fill, tkey, thr, ubits, sbits)
         if amx:
-            _amx_release()
+            amx_release()
         for b in range(n_q):
             k = ks[b]
             if k <= 0:
@@ -386,7 +386,7 @@ if HAS_VNNI512:
                 hs[i] = _key_score(buf[b, i], ubits, sbits)
                 hi[i] = np.int64(buf[b, i] & np.uint64(0xFFFFFFFF))
             for i in range(m // 2 - 1, -1, -1):  # heapify (cheaper than sorting: this runs per query and segment)
-                _sift_down(hs, hi, m, i)
+                sift_down(hs, hi, m, i)
             heap_n[b] = m
 
 else:
@@ -445,16 +445,16 @@ def batch_kernel_path(q8=None, base: int = 0) -> str:
         q8 = np.zeros((1, 384), dtype=np.int8)
     if tiled_scan_ok(q8, base):
         return "tiled vnni512 (vpdpbusd zmm" + (", amx tdpbusd)" if HAS_AMX else ")")
-    if _vnni_ok(q8):
+    if vnni_ok(q8):
         return "vnni (vpdpbusd)"
-    if _avx2_ok(q8):
+    if avx2_ok(q8):
         return "avx2 (vpmaddubsw)"
     return "portable (int32 loop)"
 
 
 def tiled_scan_ok(q8, base: int) -> bool:
     """Whether :func:`batch_scan` runs the tiled kernel on this segment (and so takes ``floors``)."""
-    return HAS_VNNI512 and _vnni_ok(q8) and base + len(q8) < 2**32
+    return HAS_VNNI512 and vnni_ok(q8) and base + len(q8) < 2**32
 
 
 def batch_scan(
@@ -515,9 +515,9 @@ def batch_scan(
             batch_scan(q8, scale, stats, one, masks[sub], base, int(ks[b]), heap_s[sub], heap_i[sub], heap_n[sub], tiled=False, order=order)
         return
     k = int(ks[0])
-    if _vnni_ok(q8):
+    if vnni_ok(q8):
         batch_scan_vnni(q8, scale, stats[0], queries.hi[:n_q], queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)
-    elif _avx2_ok(q8):
+    elif avx2_ok(q8):
         batch_scan_avx2(q8, scale, queries.qw.astype(np.int8), queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order, permuted, AVX2_CHUNK)
     else:
         batch_scan_q8(q8, scale, queries.qw, queries.qscale, masks, base, k, heap_s, heap_i, heap_n, order)

@@ -17,11 +17,11 @@ import threading
 import numpy as np
 from numba import njit
 
-from .avx2 import HAS_AVX2, STEP, _avx2_dot8, _avx2_dot16
+from .avx2 import HAS_AVX2, STEP, avx2_dot8, avx2_dot16
 from .int8quant import error_bound, quantize_query, vnni_bytes
-from .intrinsics import _prefetch_row
+from .intrinsics import prefetch_row
 from .topk import heap_push
-from .vnni import HAS_VNNI, UNROLL, _vnni_dot
+from .vnni import HAS_VNNI, UNROLL, vnni_dot
 
 # Candidate rows prefetched ahead of the one being scored, into L2 (prefetcht1). Measured on the
 # 1M bench store held on huge pages (storage/resident.py), 100 queries x 4 rounds side by side:
@@ -34,7 +34,7 @@ PREFETCH_AHEAD = 12
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _dot_qw(x, qw):
+def dot_qw(x, qw):
     acc = np.int32(0)
     for j in range(x.shape[0]):
         acc = np.int32(acc + np.int32(np.int32(x[j]) * np.int32(qw[j])))  # int32 products: vpmaddwd
@@ -55,7 +55,7 @@ def masked_dot_topk_q8(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_i
     for row in range(start, stop):
         g = base + order[row]
         if mask[g]:
-            s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
+            s = scale[row] * (qs * np.float32(dot_qw(q8[row], qw)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
     return n_heap
@@ -70,7 +70,7 @@ def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out
     for row in range(start, stop):
         g = base + order[row]
         if mask[g]:
-            s = scale[row] * (qs * np.float32(_dot_qw(q8[row], qw)))
+            s = scale[row] * (qs * np.float32(dot_qw(q8[row], qw)))
             if s >= threshold:
                 if n_out == out.shape[0]:
                     return -1
@@ -85,7 +85,7 @@ if HAS_VNNI:
     def _vnni_high(q8, row, hi, rowsum):
         """The high-byte half of ``q8[row] · qw`` for an int16 query (bytes of :func:`vnni_bytes`):
         ``256 * (q8[row] · (qw >> 8))`` (int64); the whole is ``high + q8[row] · lo``."""
-        return (_vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row])) * 256
+        return (vnni_dot(q8, row, hi) - 128 * np.int64(rowsum[row])) * 256
 
     @njit(cache=True, nogil=True, inline="always")
     def _high_bound(high, row, rowsum, l1):
@@ -107,16 +107,16 @@ if HAS_VNNI:
             rows[m] = row
             m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
-            _prefetch_row(q8, rows[i])
+            prefetch_row(q8, rows[i])
         for i in range(m):
             if i + PREFETCH_AHEAD < m:
-                _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
             row = rows[i]
             high = _vnni_high(q8, row, hi, rowsum)
             if n_heap == k and scale[row] * (qs * np.float32(_high_bound(high, row, rowsum, l1))) < heap_scores[0]:
                 continue
             g = base + order[row]
-            s = scale[row] * (qs * np.float32(np.int32(high + _vnni_dot(q8, row, lo))))
+            s = scale[row] * (qs * np.float32(np.int32(high + vnni_dot(q8, row, lo))))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
                 n_heap = heap_push(heap_scores, heap_ids, n_heap, k, s, g)
         return n_heap
@@ -132,7 +132,7 @@ if HAS_VNNI:
                 high = _vnni_high(q8, row, hi, rowsum)
                 if scale[row] * (qs * np.float32(_high_bound(high, row, rowsum, l1))) < threshold:
                     continue
-                s = scale[row] * (qs * np.float32(np.int32(high + _vnni_dot(q8, row, lo))))
+                s = scale[row] * (qs * np.float32(np.int32(high + vnni_dot(q8, row, lo))))
                 if s >= threshold:
                     if n_out == out.shape[0]:
                         return -1
@@ -148,17 +148,17 @@ if HAS_AVX2:
 
     @njit(cache=True, nogil=True, inline="always")
     def _avx2_qw(q8, row, qw):
-        """``q8[row] · qw`` (int32, as :func:`_dot_qw`): ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
-        acc = _avx2_dot16(q8, row, qw)
+        """``q8[row] · qw`` (int32, as :func:`dot_qw`): ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
+        acc = avx2_dot16(q8, row, qw)
         for j in range(q8.shape[1] - q8.shape[1] % STEP, q8.shape[1]):
             acc += np.int64(q8[row, j]) * np.int64(qw[j])
         return np.int32(acc)
 
     @njit(cache=True, nogil=True, inline="always")
-    def _avx2_qb(q8, row, qb):
-        """``q8[row] · qb`` for an int8 query (``|qb| <= 127``; int32, as :func:`_dot_qw`):
+    def avx2_qb(q8, row, qb):
+        """``q8[row] · qb`` for an int8 query (``|qb| <= 127``; int32, as :func:`dot_qw`):
         ``vpmaddubsw`` + ``vpmaddwd`` over whole 32-byte steps, the rest one by one."""
-        acc = _avx2_dot8(q8, row, qb)
+        acc = avx2_dot8(q8, row, qb)
         for j in range(q8.shape[1] - q8.shape[1] % STEP, q8.shape[1]):
             acc += np.int64(q8[row, j]) * np.int64(qb[j])
         return np.int32(acc)
@@ -174,10 +174,10 @@ if HAS_AVX2:
             rows[m] = row
             m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
-            _prefetch_row(q8, rows[i])
+            prefetch_row(q8, rows[i])
         for i in range(m):
             if i + PREFETCH_AHEAD < m:
-                _prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
             row = rows[i]
             g = base + order[row]
             s = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
@@ -201,10 +201,10 @@ if HAS_AVX2:
         return n_out
 
 else:
-    _avx2_qw = _avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
+    _avx2_qw = avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
 
 
-def _avx2_ok(q8) -> bool:
+def avx2_ok(q8) -> bool:
     """Whether the AVX2 kernels serve this int8 copy (where the VNNI ones do not)."""
     return HAS_AVX2 and q8.flags.c_contiguous
 
@@ -213,14 +213,14 @@ def kernel_path(q8=None, precise: bool = True) -> str:
     """The kernel :meth:`Int8Query.scan` runs (``q8``: a segment's int8 copy; None: a 384-wide one)."""
     if q8 is None:
         q8 = np.zeros((1, 384), dtype=np.int8)
-    if precise and _vnni_ok(q8):
+    if precise and vnni_ok(q8):
         return "vnni (vpdpbusd)"
-    if _avx2_ok(q8):
+    if avx2_ok(q8):
         return "avx2 (vpmaddwd)"
     return "portable (int32 loop)"
 
 
-def _vnni_ok(q8) -> bool:
+def vnni_ok(q8) -> bool:
     return HAS_VNNI and q8.shape[1] % (32 * UNROLL) == 0 and q8.flags.c_contiguous
 
 
@@ -278,12 +278,12 @@ class Int8Query:
         ``(start, stop)``, the stored rows to scan, which must hold every candidate (None: all).
         """
         order, start, stop = _order_span(q8, order, span)
-        if self.precise and _vnni_ok(q8):
+        if self.precise and vnni_ok(q8):
             rows = _rows_scratch(len(q8))
             return masked_dot_topk_vnni(
                 q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop
             )
-        if _avx2_ok(q8):
+        if avx2_ok(q8):
             rows = _rows_scratch(len(q8))
             return masked_dot_topk_avx2(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop)
         return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, order, start, stop)
@@ -295,9 +295,9 @@ class Int8Query:
         t = np.float32(threshold)
         if t > threshold:  # round down: a row at the threshold must not be missed
             t = np.nextafter(t, np.float32(-np.inf))
-        if self.precise and _vnni_ok(q8):
+        if self.precise and vnni_ok(q8):
             return masked_dot_above_vnni(q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, mask, base, t, out, n_out, order, start, stop)
-        if _avx2_ok(q8):
+        if avx2_ok(q8):
             return masked_dot_above_avx2(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
         return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
 

@@ -18,7 +18,7 @@ from numba.core.extending import intrinsic
 
 
 @intrinsic
-def _voidptr(typingctx, addr):
+def voidptr(typingctx, addr):
     """An int64 address as a void pointer (for ``numba.carray``)."""
 
     def codegen(context, builder, signature, args):
@@ -28,7 +28,7 @@ def _voidptr(typingctx, addr):
 
 
 @intrinsic
-def _popcount(typingctx, x):
+def popcount(typingctx, x):
     """Set bits of a uint64."""
 
     def codegen(context, builder, signature, args):
@@ -38,7 +38,7 @@ def _popcount(typingctx, x):
 
 
 @intrinsic
-def _prefetch(typingctx, arr, idx):
+def prefetch(typingctx, arr, idx):
     """Ask for the cache line of ``arr[idx]`` (no fault if out of bounds: a prefetch is a hint).
 
     The leg's random loads (norms, mask, bitsets of rows taken from postings) miss the cache
@@ -59,7 +59,7 @@ def _prefetch(typingctx, arr, idx):
 
 
 @intrinsic
-def _prefetch_row(typingctx, arr, row):
+def prefetch_row(typingctx, arr, row):
     """Prefetch every cache line of ``arr[row]`` (2-D, C-contiguous) into L2 (``prefetcht1``)."""
     sig = types.void(arr, row)
 
@@ -80,7 +80,7 @@ def _prefetch_row(typingctx, arr, row):
 
 
 @intrinsic
-def _lowest_bit(typingctx, x):
+def lowest_bit(typingctx, x):
     """The index of the lowest set bit of an int32 (``tzcnt``)."""
 
     def codegen(context, builder, signature, args):

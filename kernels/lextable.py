@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .intrinsics import _popcount
+from .intrinsics import popcount
 
 # Columns of a segment table row.
 DOCS, TFS, NORMS, TERMS, TSTARTS, TDFS, N_TERMS, N_POST, N_ROWS, BASE, DSLOT, DBITS, N_WORDS, N_DWORDS, NMIN = range(15)
@@ -41,7 +41,7 @@ def _fill_bitsets(docs, tstarts, tdfs, slot_of, n_words, bits):
         count = np.uint64(0)
         for i in range(n_words):
             bits[off + 2 * i + 1] = count
-            count += _popcount(bits[off + 2 * i])
+            count += popcount(bits[off + 2 * i])
 
 
 def dense_index(docs, tstarts, tdfs, n_rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,19 +12,15 @@ score to beat is *non-essential*: a document holding only those cannot enter the
 Documents are enumerated from the essential terms' postings only, and completed in the
 non-essential ones (a bitset for a common term, :func:`dense_index`; a search otherwise)
 only while their partial score plus the remaining bounds can still beat the threshold.
-Exact: the same top ``k`` as scoring every document, ties to the higher id (as in
-:func:`heap_push`). Scores are float64 sums of the terms' float64 contributions, added in
-one fixed order (terms by decreasing bound), whatever was pruned.
+Exact: the same top ``k`` as scoring every document, ties to the higher id (:func:`heap_push`);
+scores are float64 sums added in one fixed order (terms by decreasing bound), whatever was pruned.
 
-The work is mostly cache misses (the leg runs after the vector scan has flushed the
-caches), so the kernels read postings in order and complete candidates one term at a time
-over a sorted batch (independent loads the processor overlaps) rather than one candidate
-at a time.
-
-The segment table the kernels read is built in ``lextable`` (re-exported here).
+The work is mostly cache misses (the vector scan has flushed the caches), so the kernels read
+postings in order and complete candidates one term at a time over a sorted batch (loads the
+processor overlaps), not one candidate at a time.
 
 Owns the MaxScore kernels (:func:`lex_query`, :func:`lex_topk`, :func:`lex_score_docs`), the
-term-frequency bounds and the scratch sizes.
+term-frequency bounds and the scratch sizes; the segment table is ``lextable``'s (re-exported).
 
 Never imports: bm25, mempp.storage, mempp.lexical.
 """
@@ -34,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from .intrinsics import _popcount, _prefetch, _voidptr
+from .intrinsics import popcount, prefetch, voidptr
 from .lextable import BASE, DBITS, DENSE_SHARE, DOCS, N_DWORDS, N_POST, N_ROWS, N_WORDS, NMIN, NORMS, TFS, dense_index, lex_idf, lex_lookup, segment_table
 from .topk import heap_push, heap_sorted
 
@@ -53,7 +49,7 @@ AHEAD = 16  # postings or candidates ahead to prefetch
 
 
 @njit(cache=True, inline="always")
-def _seek(docs, lo, end, target):
+def seek(docs, lo, end, target):
     """First position in ``docs[lo:end]`` (sorted rows) holding a row >= ``target``; ``end`` when none.
 
     Interpolates from the run's density (rows of a term are spread evenly, near enough), then
@@ -173,18 +169,18 @@ def _seed_threshold(table, starts, ends, order, w, k1, mask, k, n_docs, stats):
         wj = w[j]
         for s in range(table.shape[0]):
             n_post = table[s, N_POST]
-            docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
-            tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
-            norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
+            docs = carray(voidptr(table[s, DOCS]), n_post, np.int32)
+            tfs = carray(voidptr(table[s, TFS]), n_post, np.uint32)
+            norms = carray(voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
             base = table[s, BASE]
-            nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
+            nmin = carray(voidptr(table[s, NMIN]), 1, np.float64)[0]
             floor = 1 if n < k else _tf_floor(wj, k1 + 1.0, nmin, 0.0, hs[0])
             e = ends[t, s]
             for p in range(starts[t, s], e):
                 q = p + AHEAD
                 if q < e and tfs[q] >= floor:
-                    _prefetch(norms, docs[q])
-                    _prefetch(mask, base + docs[q])
+                    prefetch(norms, docs[q])
+                    prefetch(mask, base + docs[q])
                 if tfs[p] < floor:
                     continue  # cannot beat the k-th best so far, whatever its row's length: no load of its norm
                 r = docs[p]
@@ -206,7 +202,7 @@ def _holds_any(docs, starts, ends, terms, s, row):
     for x in range(terms.shape[0]):
         t = terms[x]
         e = ends[t, s]
-        p = _seek(docs, starts[t, s], e, row)
+        p = seek(docs, starts[t, s], e, row)
         if p < e and docs[p] == row:
             return True
     return False
@@ -338,13 +334,13 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
     completed = 0
     for s in range(n_seg):
         n_post = table[s, N_POST]
-        docs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
-        tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
-        norms = carray(_voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
+        docs = carray(voidptr(table[s, DOCS]), n_post, np.int32)
+        tfs = carray(voidptr(table[s, TFS]), n_post, np.uint32)
+        norms = carray(voidptr(table[s, NORMS]), table[s, N_ROWS], np.float64)
         base = table[s, BASE]
         n_words = table[s, N_WORDS]
-        bits = carray(_voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
-        nmin = carray(_voidptr(table[s, NMIN]), 1, np.float64)[0]
+        bits = carray(voidptr(table[s, DBITS]), table[s, N_DWORDS], np.uint64)
+        nmin = carray(voidptr(table[s, NMIN]), 1, np.float64)[0]
         for j in range(nt):
             pos[j] = starts[order[j], s]
             end[j] = ends[order[j], s]
@@ -378,8 +374,8 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                             break
                         q = p + AHEAD
                         if q < e and tfs[q] >= floor:
-                            _prefetch(norms, docs[q])
-                            _prefetch(mask, base + docs[q])
+                            prefetch(norms, docs[q])
+                            prefetch(mask, base + docs[q])
                         if tfs[p] >= floor:  # else no row length lets it reach the threshold: no load of its norm
                             tf = float(tfs[p])
                             c = wj * tf * k1p / (tf + norms[r])
@@ -418,8 +414,8 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                     for x in range(m):
                         i = touched[x]
                         if buf[i] + rest >= theta:
-                            _prefetch(mask, base + lo + i)
-                            _prefetch(norms, lo + i)
+                            prefetch(mask, base + lo + i)
+                            prefetch(norms, lo + i)
                     n_sv = 0
                     for x in range(m):
                         i = touched[x]
@@ -483,7 +479,7 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                         for x in range(live):
                             xa = x + AHEAD
                             if xa < live:
-                                _prefetch(bits, 2 * (sl * n_words + (l_row[xa] >> 6)))
+                                prefetch(bits, 2 * (sl * n_words + (l_row[xa] >> 6)))
                             c_row[x] = -1
                             d = l_row[x]
                             if l_ness[x] > j and l_part[x] + bound >= theta:
@@ -491,14 +487,14 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                                 word = bits[wi]
                                 b = np.uint64(d & 63)
                                 if (word >> b) & np.uint64(1):
-                                    p = first[j] + np.int64(bits[wi + 1] + _popcount(word & ((np.uint64(1) << b) - np.uint64(1))))
+                                    p = first[j] + np.int64(bits[wi + 1] + popcount(word & ((np.uint64(1) << b) - np.uint64(1))))
                                     c_row[x] = p
-                                    _prefetch(tfs, p)
-                                    _prefetch(norms, d)
+                                    prefetch(tfs, p)
+                                    prefetch(norms, d)
                     for x in range(live):
                         xa = x + AHEAD
                         if sl < 0 and xa < live:
-                            _prefetch(norms, l_row[xa])
+                            prefetch(norms, l_row[xa])
                         d = l_row[x]
                         score = l_part[x]
                         if l_ness[x] > j:
@@ -510,7 +506,7 @@ def _maxscore_pass(table, starts, ends, slots, order, w, k1, mask, k, theta, nes
                                     tf = float(tfs[p])
                                     score += wj * tf * k1p / (tf + norms[d])
                             else:
-                                p = _seek(docs, pos[j], end[j], d)
+                                p = seek(docs, pos[j], end[j], d)
                                 pos[j] = p
                                 if p < end[j] and docs[p] == d:
                                     tf = float(tfs[p])
@@ -563,9 +559,9 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
         if docs[i] >= base + rows:
             continue
         n_post = table[s, N_POST]
-        pdocs = carray(_voidptr(table[s, DOCS]), n_post, np.int32)
-        tfs = carray(_voidptr(table[s, TFS]), n_post, np.uint32)
-        norms = carray(_voidptr(table[s, NORMS]), rows, np.float64)
+        pdocs = carray(voidptr(table[s, DOCS]), n_post, np.int32)
+        tfs = carray(voidptr(table[s, TFS]), n_post, np.uint32)
+        norms = carray(voidptr(table[s, NORMS]), rows, np.float64)
         for j in range(nt):
             pos[j] = starts[order[j], s]
         while i < docs.shape[0] and docs[i] < base + rows:
@@ -573,7 +569,7 @@ def lex_score_docs(table, starts, ends, weights, k1, docs, out):
             score = 0.0
             for j in range(nt - 1, -1, -1):
                 e = ends[order[j], s]
-                p = _seek(pdocs, pos[j], e, d)
+                p = seek(pdocs, pos[j], e, d)
                 pos[j] = p
                 if p < e and pdocs[p] == d:
                     tf = float(tfs[p])

@@ -23,7 +23,7 @@ def _below(s1, i1, s2, i2):
 
 
 @njit(cache=True)
-def _sift_down(hs, hi, n, pos):
+def sift_down(hs, hi, n, pos):
     while True:
         left = 2 * pos + 1
         if left >= n:
@@ -63,7 +63,7 @@ def heap_push(hs, hi, n, k, score, idx):
     if k > 0 and _below(hs[0], hi[0], score, idx):
         hs[0] = score
         hi[0] = idx
-        _sift_down(hs, hi, n, 0)
+        sift_down(hs, hi, n, 0)
     return n
 
 
@@ -85,7 +85,7 @@ def heap_sorted(hs, hi, n, out_scores, out_ids):
         m -= 1
         hs[0] = hs[m]
         hi[0] = hi[m]
-        _sift_down(hs, hi, m, 0)
+        sift_down(hs, hi, m, 0)
     return n
 
 

@@ -80,7 +80,7 @@ if HAS_VNNI512:
     _llvm.initialize_native_asmparser()
 HAS_AMX = _host_has_amx()
 AMX_QUERIES = 16  # queries per AMX tile (its rows); Int8Batch pads its queries to a multiple of this
-# The tile configuration for _amx_dots: palette 1; tiles 0 (int32 sums), 1 (queries) and 2 (rows)
+# The tile configuration for amx_dots: palette 1; tiles 0 (int32 sums), 1 (queries) and 2 (rows)
 # each 16 rows of 64 bytes.
 AMX_CONFIG = np.zeros(64, dtype=np.uint8)
 AMX_CONFIG[0] = 1
@@ -97,7 +97,7 @@ def has_vnni() -> bool:
 
 
 @intrinsic
-def _vnni_dot(typingctx, arr, row, qu):
+def vnni_dot(typingctx, arr, row, qu):
     """``sum(arr[row] * qu)`` as int64 (``arr`` int8 2-D, ``qu`` uint8; width % (32 * UNROLL) == 0)."""
     sig = types.int64(arr, row, qu)
 
@@ -133,7 +133,7 @@ def _vnni_dot(typingctx, arr, row, qu):
 
 
 def _emit_tile_sums(context, builder, bty, blk, group, qty, qwords, q0) -> list:
-    """IR of the tile's dot products (see :func:`_vnni512_tile`): ``TILE_QUERIES`` allocas of
+    """IR of the tile's dot products (see :func:`vnni512_tile`): ``TILE_QUERIES`` allocas of
     16 int32 lanes, lane ``r`` of the ``j``-th holding query ``q0 + j`` · row ``16 group + r``."""
     b = context.make_array(bty)(context, builder, blk)
     qa = context.make_array(qty)(context, builder, qwords)
@@ -161,7 +161,7 @@ def _emit_tile_sums(context, builder, bty, blk, group, qty, qwords, q0) -> list:
 
 
 @intrinsic
-def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
+def vnni512_tile(typingctx, blk, group, qwords, q0, out):
     """``out[j, r] = sum_c vpdpbusd(qwords[q0 + j, c], blk[group, c, r])`` for ``j < TILE_QUERIES``, ``r < TILE_ROWS``.
 
     ``blk``: (groups, d / 4, 16) int32, C-contiguous: ``blk[g, c, r]`` holds bytes ``4c .. 4c + 3``
@@ -185,7 +185,7 @@ def _vnni512_tile(typingctx, blk, group, qwords, q0, out):
 
 
 @intrinsic
-def _amx_config(typingctx, cfg):
+def amx_tile_config(typingctx, cfg):
     """Load the tile configuration ``cfg`` (64 bytes, :data:`AMX_CONFIG`): ``ldtilecfg``."""
     sig = types.void(cfg)
 
@@ -200,7 +200,7 @@ def _amx_config(typingctx, cfg):
 
 
 @intrinsic
-def _amx_release(typingctx):
+def amx_release(typingctx):
     """Give the tile state back (``tilerelease``)."""
     sig = types.void()
 
@@ -213,9 +213,9 @@ def _amx_release(typingctx):
 
 
 @intrinsic
-def _amx_dots(typingctx, qwords, q0, blk, group, out):
+def amx_dots(typingctx, qwords, q0, blk, group, out):
     """``out[m, r] = sum_c qwords[q0 + m, c] . blk[group, c, r]`` for ``m < 16``, ``r < 16`` (int32),
-    the same sums as :func:`_vnni512_tile`, with AMX: per 64 bytes of the rows, one ``tdpbusd``
+    the same sums as :func:`vnni512_tile`, with AMX: per 64 bytes of the rows, one ``tdpbusd``
     of the 16 queries' bytes (unsigned) by the 16 rows' (signed, four to a word, as ``blk`` holds
     them: the tile's row ``c`` is words ``c`` of the 16 rows). ``qwords``: rows ``q0 .. q0 + 15``
     must exist; ``out``: (16, 16) int32, C-contiguous. The configuration is :data:`AMX_CONFIG`.
@@ -258,7 +258,7 @@ def _amx_dots(typingctx, qwords, q0, blk, group, out):
 
 def _emit_scored(context, builder, accs, group, q0, sargs, stypes) -> None:
     """IR scoring ``TILE_QUERIES`` accumulators (pointers to 16 int32 lanes: query ``q0 + j`` · the
-    16 rows of tile ``group``) into ``out_s`` and ``out_bits`` (see :func:`_vnni512_tile_scored`).
+    16 rows of tile ``group``) into ``out_s`` and ``out_bits`` (see :func:`vnni512_tile_scored`).
     ``sargs`` / ``stypes``: boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits."""
     offty, scty, qsty, thty, mty, mrty, _, osty, obty = stypes
     offa = context.make_array(offty)(context, builder, sargs[0])
@@ -304,8 +304,8 @@ def _emit_scored(context, builder, accs, group, q0, sargs, stypes) -> None:
 
 
 @intrinsic
-def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
-    """:func:`_vnni512_tile`, then per query ``j`` and row ``r`` of the tile, in vector registers:
+def vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
+    """:func:`vnni512_tile`, then per query ``j`` and row ``r`` of the tile, in vector registers:
     ``out_s[j, r] = bscale[16 group + r] * (qs32[q0 + j] * float32(acc - boff[16 group + r]))``, and bit
     ``r`` of ``out_bits[j]`` set when ``out_s[j, r] >= thr[q0 + j]`` and ``masks[mrows[q0 + j], mcol + r] != 0``.
 
@@ -324,10 +324,10 @@ def _vnni512_tile_scored(typingctx, blk, group, qwords, q0, boff, bscale, qs32, 
 
 
 @intrinsic
-def _amx_tile_scored(typingctx, sums, jbase, group, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
-    """:func:`_vnni512_tile_scored` of sums already made: ``sums[group, jbase + j]`` (16 int32) is
+def amx_tile_scored(typingctx, sums, jbase, group, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits):
+    """:func:`vnni512_tile_scored` of sums already made: ``sums[group, jbase + j]`` (16 int32) is
     query ``q0 + j`` · the 16 rows of tile ``group`` (``sums``: (groups, 16, 16) int32, C-contiguous,
-    filled by :func:`_amx_dots`)."""
+    filled by :func:`amx_dots`)."""
     sig = types.void(sums, jbase, group, q0, boff, bscale, qs32, thr, masks, mrows, mcol, out_s, out_bits)
 
     def codegen(context, builder, signature, args):

@@ -40,9 +40,9 @@ STOPWORDS = frozenset(
     """.split()
 )
 
-_APOS = re.compile(r"['\u2019\u2018`]")
-_POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b")
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
+APOS = re.compile(r"['\u2019\u2018`]")
+POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b")
+TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
 _SEP = "\x00"
 _TOKEN_OR_SEP = re.compile(r"\x00|\d+(?:[.,]\d+)*|[^\W_]+")
 
@@ -168,8 +168,8 @@ class Analyzer:
         # (most questions) skips both substitutions, which only remove apostrophes and what follows one.
         text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
         if "'" in text or "\u2019" in text or "\u2018" in text or "`" in text:
-            text = _APOS.sub("", _POSSESSIVE.sub("", text))
-        toks = _TOKEN.findall(text)
+            text = APOS.sub("", POSSESSIVE.sub("", text))
+        toks = TOKEN.findall(text)
         if self.stopwords:
             toks = [t for t in toks if t not in STOPWORDS]
         if self.stem:
@@ -225,8 +225,8 @@ class Analyzer:
             per = [np.array([intern(t) for t in self.terms(x)], dtype=np.int64) for x in texts]
             return np.concatenate(per), np.array([len(x) for x in per], dtype=np.int64)
         text = unicodedata.normalize("NFKC", _SEP.join(texts) + _SEP).casefold()
-        text = _POSSESSIVE.sub("", text)
-        text = _APOS.sub("", text)
+        text = POSSESSIVE.sub("", text)
+        text = APOS.sub("", text)
         toks = _TOKEN_OR_SEP.findall(text)
         code: dict[str, int] = {}
         for tok in dict.fromkeys(toks):  # distinct, first-seen order

@@ -1,7 +1,7 @@
 """Store files on disk: how each immutable file is written, named in a manifest, and checked.
 
 Every file the store writes is created once under a name no published version uses, written
-through :class:`_HashingSink` (which checksums the bytes as they go out), fsynced, and named in a
+through :class:`HashingSink` (which checksums the bytes as they go out), fsynced, and named in a
 manifest by a :class:`FileRef`: its size and its XXH3-64 checksum (xxHash, the ``xxhash``
 package). A reader checks size and checksum before it parses a byte, so a damaged file is
 reported by name, never returned as data. Any file can be checked by hand with xxHash's own
@@ -119,7 +119,7 @@ def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch, pe
     hundreds of MB, and fresh memory is what a write costs most on a virtual machine).
     """
 
-    def write(sink: _HashingSink) -> None:
+    def write(sink: HashingSink) -> None:
         with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
             writer.write(data)
 
@@ -127,7 +127,7 @@ def write_table_file(store: Path, name: str, data: pa.Table | pa.RecordBatch, pe
 
 
 def _write_new(store: Path, name: str, write, pending: list | None = None) -> FileRef:
-    """Create ``name``, let ``write(sink)`` fill it through a :class:`_HashingSink`, fsync it (or
+    """Create ``name``, let ``write(sink)`` fill it through a :class:`HashingSink`, fsync it (or
     add it to ``pending``); its reference."""
     path = store / name
     if os.path.lexists(path):  # left by a write that failed before publishing: kept, never overwritten
@@ -137,7 +137,7 @@ def _write_new(store: Path, name: str, write, pending: list | None = None) -> Fi
             set_aside(store, [name], "a new file of this name was about to be written")
     fd = create_new(path)
     try:
-        sink = _HashingSink(fd, path)
+        sink = HashingSink(fd, path)
         try:
             write(sink)
             size, digest = sink.finish()
@@ -155,7 +155,7 @@ def _write_new(store: Path, name: str, write, pending: list | None = None) -> Fi
     return FileRef(name, size, xxh3=digest)
 
 
-class _HashingSink:
+class HashingSink:
     """A new file's writer (pyarrow writes an IPC file through it as a file object): each piece
     goes to the file as it comes, and into the checksum in the same order.
 

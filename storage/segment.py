@@ -81,7 +81,7 @@ class Segment:
         if table.column("doc_id").num_chunks > 1:
             table = table.combine_chunks()
         n = table.num_rows
-        dates = _timestamps(table.column("date"))
+        dates = timestamp_column(table.column("date"))
         lengths = numeric(table.column("length")).astype(np.float32)
         emb_col = table.column("embedding")
         emb = mapped_matrix(emb_col) if n else np.zeros((0, emb_col.type.list_size), dtype=np.float32)
@@ -117,6 +117,6 @@ def date_order(dates: np.ndarray) -> np.ndarray:
     return np.argsort(dates, kind="stable").astype(np.int32)
 
 
-def _timestamps(col: pa.ChunkedArray) -> np.ndarray:
+def timestamp_column(col: pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as int64 µs with NAT for nulls."""
     return numeric(col, null=NAT).astype(np.int64, copy=False)

@@ -40,10 +40,10 @@ def _terms_by_the_general_rules(a: Analyzer, text: str) -> list[str]:
     """The rules :meth:`Analyzer.terms` follows, without its shortcuts (ASCII folding, no apostrophe)."""
     import unicodedata
 
-    from mempp.storage.analyzer import _APOS, _POSSESSIVE, _TOKEN, STOPWORDS
+    from mempp.storage.analyzer import APOS, POSSESSIVE, TOKEN, STOPWORDS
 
-    text = _APOS.sub("", _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold()))
-    toks = [t for t in _TOKEN.findall(text) if not a.stopwords or t not in STOPWORDS]
+    text = APOS.sub("", POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold()))
+    toks = [t for t in TOKEN.findall(text) if not a.stopwords or t not in STOPWORDS]
     return [stem(t) for t in toks] if a.stem else toks
 
 

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mempp
-import mempp.storage.writer
+import mempp.storage.commits
 from mempp.storage.errors import CorruptStoreError
-from mempp.storage.files import FileRef, _HashingSink, verify_files, write_table_file, xxh3_file
+from mempp.storage.files import FileRef, HashingSink, verify_files, write_table_file, xxh3_file
 from mempp.storage.manifest import read_state
 
 DATA = Path(__file__).parent / "data"
@@ -35,7 +35,7 @@ def test_a_file_written_in_pieces_records_the_xxh3_of_its_bytes(tmp_path_factory
     file read back (memory-mapped windows) agree with XXH3-64 of the whole."""
     path = tmp_path_factory.mktemp("x") / "f"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    sink = _HashingSink(fd, path)
+    sink = HashingSink(fd, path)
     sink.BIG = 4096  # exercise the threaded path on small inputs
     at = 0
     for cut in sorted(set(c for c in cuts if c <= len(data))) + [len(data)]:
@@ -65,7 +65,7 @@ def test_large_file_read_in_windows(tmp_path, monkeypatch):
 def test_xxhsum_verifies_every_file_of_a_store(tmp_path, monkeypatch):
     """What the README tells a user to run: ``xxhsum -H3 FILE`` prints the digest the manifest records.
     SMALL_UNIT 0: these commits write every file type, as a commit of 64 documents or more does."""
-    monkeypatch.setattr(mempp.storage.writer, "SMALL_UNIT", 0)
+    monkeypatch.setattr(mempp.storage.commits, "SMALL_UNIT", 0)
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=8)) as s:
         s.add([{"id": "a", "text": "hello world", "date": "2024-01-01", "thread": "t"}])
         s.add([{"id": "a", "text": "hello again", "date": "2024-02-01"}])

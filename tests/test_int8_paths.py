@@ -54,7 +54,7 @@ def single_paths(q8):
         paths["avx2"] = lambda p, scale, mask, base, k, h: S.masked_dot_topk_avx2(
             q8, scale, p.qw, p.qscale, mask, base, k, h.scores, h.ids, h.n, np.empty(n, np.int64), order, 0, n
         )
-    if S._vnni_ok(q8):
+    if S.vnni_ok(q8):
         paths["vnni"] = lambda p, scale, mask, base, k, h: p.scan(q8, scale, K.segment_stats(q8, scale), mask, base, k, h.scores, h.ids, h.n)
     return paths
 

@@ -1,7 +1,7 @@
 """mempp's compiled kernels are cached in a per-user directory, never inside the installed package.
 
 Each case runs in a fresh interpreter, since numba picks a function's cache directory when the
-function is decorated (at import). Without ``kernels/_numba_cache.py`` the cache lands in the
+function is decorated (at import). Without ``kernels/jitcache.py`` the cache lands in the
 package's own ``__pycache__``, which after ``pip install .`` then ``pip install -e .`` shadows the
 editable install (the README's two set-up lines, run in order, once broke every import that way).
 """

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mempp.storage.segment import NAT, _timestamps
+from mempp.storage.segment import NAT, timestamp_column
 
 MICROS = st.one_of(st.none(), st.integers(-(2**62), 2**62))
 
@@ -21,7 +21,7 @@ def test_timestamps_equal_pyarrow_with_nulls_as_nat(values, cuts):
     edges = sorted({0, len(values), *(min(c, len(values)) for c in cuts)})
     col = pa.chunked_array([a.slice(lo, hi - lo) for lo, hi in zip(edges, edges[1:])] or [a], type=a.type)
     want = np.array([NAT if v is None else v for v in values], dtype=np.int64)
-    got = _timestamps(col)
+    got = timestamp_column(col)
     assert got.dtype == np.int64 and np.array_equal(got, want)
     assert np.array_equal(got, col.cast(pa.int64()).fill_null(NAT).to_numpy())
 

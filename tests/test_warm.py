@@ -1,4 +1,4 @@
-"""Kernels compiled ahead of first use (kernels/_warm.py): the list of signatures covers every
+"""Kernels compiled ahead of first use (kernels/precompile.py): the list of signatures covers every
 call the engine makes, and what the build ships is found by a later process."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mempp.kernels import _warm
+from mempp.kernels import precompile
 
 HERE = Path(__file__).resolve().parent
 
@@ -22,10 +22,10 @@ RECORD = textwrap.dedent(
     from pathlib import Path
     import mempp.kernels as K
     from mempp.bench.warmup import exercise
-    from mempp.kernels import _warm
+    from mempp.kernels import precompile
     with tempfile.TemporaryDirectory() as tmp:
         exercise(Path(tmp))
-    print(json.dumps(_warm.recorded(K)))
+    print(json.dumps(precompile.recorded(K)))
     """
 )
 
@@ -36,7 +36,7 @@ def test_the_engine_calls_no_kernel_signature_the_list_lacks():
     ``python -m mempp.bench.warmup --record`` and commit kernels/signatures.txt."""
     out = subprocess.run([sys.executable, "-c", RECORD], capture_output=True, text=True, check=True).stdout
     used = {tuple(x) for x in json.loads(out.strip().splitlines()[-1])}
-    listed = set(_warm.signatures())
+    listed = set(precompile.signatures())
     assert used - listed == set(), sorted(used - listed)[:5]
     assert len(listed) >= 40
 
@@ -46,7 +46,7 @@ def test_the_list_names_real_kernels():
 
     from numba.core import sigutils
 
-    for module, function, sig in _warm.signatures():
+    for module, function, sig in precompile.signatures():
         assert hasattr(importlib.import_module(f"mempp.kernels.{module}"), function), (module, function)
         sigutils.normalize_signature(sig)  # parses
 
@@ -55,9 +55,9 @@ def test_the_list_names_real_kernels():
 def test_a_shipped_cache_is_seeded_into_an_empty_one(tmp_path):
     """What setup.py ships as mempp/kernels/_precompiled is copied into a user's empty cache at
     import, and numba then loads the kernels from it rather than compiling them."""
-    from mempp.kernels import _numba_cache
+    from mempp.kernels import jitcache
 
-    shipped = _numba_cache.cache_root() / _numba_cache.CACHE_SUBDIR
+    shipped = jitcache.cache_root() / jitcache.CACHE_SUBDIR
     if not any(shipped.glob("topk.heap_sorted-*.nbi")):
         pytest.skip("this process's own cache holds no compiled heap_sorted to ship")
     fake = tmp_path / "pkg"
@@ -68,8 +68,8 @@ def test_a_shipped_cache_is_seeded_into_an_empty_one(tmp_path):
         f"""
         import numpy as np
         from pathlib import Path
-        from mempp.kernels import _numba_cache
-        copied = _numba_cache.seed(Path({str(fake)!r}))
+        from mempp.kernels import jitcache
+        copied = jitcache.seed(Path({str(fake)!r}))
         from mempp.kernels.topk import heap_sorted
         s = np.array([3.0, 1.0, 2.0], dtype=np.float32); i = np.array([0, 1, 2], dtype=np.int64)
         heap_sorted(s, i, 3, np.empty(3, np.float32), np.empty(3, np.int64))
@@ -91,6 +91,6 @@ def test_kernels_of_an_instruction_set_this_cpu_lacks_are_skipped_and_kept(tmp_p
     path = tmp_path / "signatures.txt"
     path.write_text("# header\n" + "\t".join(line) + "\n")
     monkeypatch.setattr(int8batch, "batch_scan_avx2", None)
-    assert _warm.compile_all(path)["compiled"] == 0
+    assert precompile.compile_all(path)["compiled"] == 0
     mine = ("topk", "heap_push", "(x,)")
-    assert _warm.merged([mine], path) == sorted([mine, line])
+    assert precompile.merged([mine], path) == sorted([mine, line])

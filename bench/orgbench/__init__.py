@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .decisions import _make_topic
-from .events import _bg_chat, _bg_email, _bg_meeting, _bg_policy, _bg_ticket, _dispute, _incident, _role_change_doc
-from .questions import CATEGORIES, _questions
+from .decisions import make_topic
+from .events import bg_chat, bg_email, bg_meeting, bg_policy, bg_ticket, dispute, incident, role_change_doc
+from .questions import CATEGORIES, make_questions
 from .tables import KINDS
-from .world import Story, _Org
+from .world import Story, Org
 
 __all__ = ["CATEGORIES", "generate", "write", "main"]
 
@@ -62,7 +62,7 @@ def _plan_quotas(n_org: int, n_orgs: int, n_total: int) -> dict[str, int]:
 
 
 def _build_org(idx: int, n_org: int, seed: int, n_orgs: int, used: set, n_total: int):
-    org = _Org(idx, n_org, seed, n_orgs, used, n_total)
+    org = Org(idx, n_org, seed, n_orgs, used, n_total)
     r = org.rng
     quotas = _plan_quotas(n_org, n_orgs, n_total)
     qc = max(quotas.values())
@@ -101,7 +101,7 @@ def _build_org(idx: int, n_org: int, seed: int, n_orgs: int, used: set, n_total:
         for k, ent in topics:
             n_rev = (1 if r.random() < 0.6 else 2) if tracked else r.choice((0, 1, 1, 2))
             t0 = org.start + timedelta(days=r.uniform(0.02, 0.55) * span)
-            st = _make_topic(org, k, ent, t0, n_rev, tracked)
+            st = make_topic(org, k, ent, t0, n_rev, tracked)
             if st is not None:
                 return st
         return None
@@ -113,10 +113,10 @@ def _build_org(idx: int, n_org: int, seed: int, n_orgs: int, used: set, n_total:
             st = new_topic(True)
         elif kind == "incident":
             t = org.start + timedelta(days=r.uniform(0.05, 0.75) * span)
-            st = _incident(org, t, True, r.random() < 0.6)
+            st = incident(org, t, True, r.random() < 0.6)
         else:
             t = org.start + timedelta(days=r.uniform(0.05, 0.85) * span)
-            st = _dispute(org, t)
+            st = dispute(org, t)
         if st is not None:
             stories.append(st)
             made[kind] += 1
@@ -132,16 +132,16 @@ def _build_org(idx: int, n_org: int, seed: int, n_orgs: int, used: set, n_total:
         if len(org.docs) >= budget_all:
             break
         t = org.start + timedelta(days=r.uniform(0.02, 0.9) * span)
-        _incident(org, t, False, r.random() < 0.15)
+        incident(org, t, False, r.random() < 0.15)
     for t, p, kind, before in org.role_changes:
-        _role_change_doc(org, t, p, kind, before)
+        role_change_doc(org, t, p, kind, before)
     # ---- background traffic up to the requested size ----
     remaining = n_org - len(org.docs)
     if remaining < 0:
         _trim(org, stories, -remaining)
         remaining = n_org - len(org.docs)
-    units = [(_bg_chat, 0.36 / 3.3), (_bg_email, 0.25 / 1.8), (_bg_ticket, 0.16 / 1.9),
-             (_bg_meeting, 0.14 / 1.15), (_bg_policy, 0.03)]
+    units = [(bg_chat, 0.36 / 3.3), (bg_email, 0.25 / 1.8), (bg_ticket, 0.16 / 1.9),
+             (bg_meeting, 0.14 / 1.15), (bg_policy, 0.03)]
     fns = [u[0] for u in units]
     w = np.array([u[1] for u in units])
     w = w / w.sum()
@@ -159,7 +159,7 @@ def _build_org(idx: int, n_org: int, seed: int, n_orgs: int, used: set, n_total:
         remaining -= fns[int(choices[i])](org, t, remaining)
         i += 1
     # ---- questions ----
-    cands = _questions(org, stories)
+    cands = make_questions(org, stories)
     questions = []
     for c in CATEGORIES:
         pool = [x for x in cands[c] if _valid_q(x)]

@@ -15,11 +15,12 @@ from .tables import (
     INIT_REASONS, Kind, MEETING_TITLES, MENTIONS, MENTIONS_EXT, MONTHS, POLICY_LINES, PROPOSALS, SPOKEN,
     SPOKEN_PROPOSALS, STALE, STALE_EXT, TRIGGERS, VCATS,
 )
-from .templates import _tidy
-from .world import Story, _Org, _fmt_day, _month_year, _quarter, _slug
+from .templates import tidy
+from .world import Story, Org
+from .wording import fmt_day, month_year, quarter, slug
 
 
-def _values_for(org: _Org, kind: Kind, ent: dict) -> list[str]:
+def _values_for(org: Org, kind: Kind, ent: dict) -> list[str]:
     if kind.key == "vendor":
         return list(org.vendors[ent["e"]])
     return list(kind.values)
@@ -49,7 +50,7 @@ def _direction(kind, old_idx, new_idx):
     return "more" if up == kind.more else "less"
 
 
-def _make_topic(org: _Org, kind: Kind, ent: dict, t0: datetime, n_rev: int, tracked: bool) -> Story | None:
+def make_topic(org: Org, kind: Kind, ent: dict, t0: datetime, n_rev: int, tracked: bool) -> Story | None:
     r = org.rng
     values = _values_for(org, kind, ent)
     if len(values) < 2:
@@ -108,7 +109,7 @@ def _make_topic(org: _Org, kind: Kind, ent: dict, t0: datetime, n_rev: int, trac
         facts = {
             "customer": r.choice(org.customers), "n": str(r.randint(3, 14)), "pct": str(r.randint(8, 46)),
             "money": str(r.choice((18, 24, 31, 38, 42, 55, 68, 84, 96, 120, 140, 190))),
-            "month": MONTHS[ref_t.month - 1], "quarter": _quarter(ref_t - timedelta(days=25)),
+            "month": MONTHS[ref_t.month - 1], "quarter": quarter(ref_t - timedelta(days=25)),
             "ms": str(r.choice((450, 600, 850, 1200, 1900, 2400))), "framework": r.choice(FRAMEWORKS),
             "region": r.choice(org.regions), "component": r.choice(COMPONENTS), "city": r.choice(org.offices),
             "e": e_str, "noun": kind.noun, "subj": r.choice(subjects), "new": new,
@@ -121,7 +122,7 @@ def _make_topic(org: _Org, kind: Kind, ent: dict, t0: datetime, n_rev: int, trac
         eff = vt + timedelta(days=r.choice((0, 7, 14, 14, 21, 30)))
         if eff.day > 1 and r.random() < 0.4:
             eff = (eff.replace(day=1) + timedelta(days=32)).replace(day=1)
-        facts["eff"] = _fmt_day(eff, r.randint(0, 2))
+        facts["eff"] = fmt_day(eff, r.randint(0, 2))
         # --- trigger documents (revisions) ---
         tt_types = [("complaint" if tk == "escalation" and not kind.external else tk) for tk in tt_types]
         triggers = [_trigger_doc(org, st, tk, tt, facts, old or new) for tk, tt in zip(tt_types, ttimes)]
@@ -203,7 +204,7 @@ def _trigger_doc(org, st, tk, t, facts, cur_value):
         ref = org.next_ticket(author.func(t))
         thread = ref
     else:
-        ref = f"{author.first}'s {r.choice(('email', 'note', 'write-up', 'analysis'))} of {_fmt_day(t, 3)}"
+        ref = f"{author.first}'s {r.choice(('email', 'note', 'write-up', 'analysis'))} of {fmt_day(t, 3)}"
         thread = f"EMAIL-{t.year}-{org.counter('email'):05d}"
     f["ref"] = ref
     f["sev"] = str(r.randint(2, 3))
@@ -229,7 +230,7 @@ def _decision_meeting(org, st, kind, mt, title, attendees, dec, proposer, direct
     scribe = r.choice(attendees)
     lines = []
     head = r.choice(("Present", "Attendees", "In the room"))
-    lines.append(f"{title}, {_fmt_day(mt, r.choice((0, 1, 2)))}. {head}: {org.attendees(attendees, mt)}."
+    lines.append(f"{title}, {fmt_day(mt, r.choice((0, 1, 2)))}. {head}: {org.attendees(attendees, mt)}."
                  + (f" Notes by {scribe.name}." if r.random() < 0.7 else ""))
     n_total = r.randint(10, 30)
     topic_lines = [org.fill(r.choice(PROPOSALS[mode]), facts)]
@@ -252,7 +253,7 @@ def _decision_meeting(org, st, kind, mt, title, attendees, dec, proposer, direct
     owners = r.sample(attendees, min(len(attendees), r.randint(1, 3)))
     lines.append("Action items: " + "; ".join(f"{p.first} to {org.fill(r.choice(ACTIONS), cap=False)}" for p in owners) + ".")
     text = "\n".join(lines)
-    thread = f"MEET-{_slug(title).upper()}-{mt:%Y-%m-%d}"
+    thread = f"MEET-{slug(title).upper()}-{mt:%Y-%m-%d}"
     late = r.random() < 0.15
     emit = mt + timedelta(days=r.uniform(1.5, 6)) if late else None
     notes = org.add(st, "meeting", scribe, mt, text, thread, emit=emit)
@@ -264,15 +265,15 @@ def _decision_meeting(org, st, kind, mt, title, attendees, dec, proposer, direct
         topic_spoken.append((dec, org.fill(r.choice(("Okay, let's go with {new}.", "Fine, {new} it is[, effective {eff}|].",
                                                      "I'm comfortable with {new}[ for now|]. Let's write it up."
                                                      )), facts)))
-        transcript = _transcript(org, st, mt, title, attendees, topic_spoken, thread, emit)
+        transcript = write_transcript(org, st, mt, title, attendees, topic_spoken, thread, emit)
     return notes, transcript
 
 
-def _transcript(org, st, mt, title, attendees, topic_spoken, thread, emit):
+def write_transcript(org, st, mt, title, attendees, topic_spoken, thread, emit):
     r = org.rng
     target = r.randint(2000, 6000)
     words = 0
-    turns = [f"Transcript: {title}, {_fmt_day(mt, 2)} (recording, {r.choice((30, 45, 50, 60))} minutes)."]
+    turns = [f"Transcript: {title}, {fmt_day(mt, 2)} (recording, {r.choice((30, 45, 50, 60))} minutes)."]
     insert_at = r.uniform(0.2, 0.7)
     inserted = not topic_spoken
     funcs = [p.func(mt) for p in attendees]
@@ -319,7 +320,7 @@ def _decision_doc(org, st, kind, ent, vi, vt, dec, mtitle, mt, direction, facts,
     f["subj"] = subj
     lines = []
     met = org.fill(r.choice(("Following the {mtitle} on {mday},", "As agreed in the {mtitle} ({mday}),",
-                             "After the {mtitle} on {mday},", "")), {"mtitle": mtitle, "mday": _fmt_day(mt, r.randint(0, 3))})
+                             "After the {mtitle} on {mday},", "")), {"mtitle": mtitle, "mday": fmt_day(mt, r.randint(0, 3))})
     if met:
         met += " "
     if direction == "init":
@@ -346,10 +347,10 @@ def _decision_doc(org, st, kind, ent, vi, vt, dec, mtitle, mt, direction, facts,
             "It replaces the {pmonth} decision by {pname} ({old}).",
             "This [supersedes|replaces] the {old} {noun} [we set in|from] {pmonth}.",
             "The previous {noun} ({old}, {pmonth}) no longer applies.",
-        )), {**f, "pmonth": _month_year(pm), "pname": pa.name if r.random() < 0.6 else pa.first}))
+        )), {**f, "pmonth": month_year(pm), "pname": pa.name if r.random() < 0.6 else pa.first}))
     intro = r.choice(("Why: ", "The reasons: ", "Reasoning: ", "Background: ", ""))
-    lines.append(_tidy(intro + "; ".join(reasons) + "."))
-    lines.append(_tidy(r.choice(("Conditions: ", "Caveats: ", "Note: ", "")) + "; ".join(conds) + "."))
+    lines.append(tidy(intro + "; ".join(reasons) + "."))
+    lines.append(tidy(r.choice(("Conditions: ", "Caveats: ", "Note: ", "")) + "; ".join(conds) + "."))
     n_extra = r.randint(0, 5)
     lines.extend(org.bank_lines(dec.func(vt), n_extra))
     meta = None
@@ -362,7 +363,7 @@ def _decision_doc(org, st, kind, ent, vi, vt, dec, mtitle, mt, direction, facts,
         body = [head]
         body.extend(lines)
         body.extend(org.say_many(POLICY_LINES, r.randint(6, 20)))
-        thread = f"POLICY-{_slug(title).upper()}"
+        thread = f"POLICY-{slug(title).upper()}"
         return org.add(st, "policy", dec, vt, "\n".join(body), thread, meta=meta)
     if direction == "init":
         stpl = ("[Decision|Update]: {subj}", "{subj} - decision", "Setting the {subj}", "New {subj}")
@@ -403,7 +404,7 @@ def _recap_doc(org, st, kind, ver, others, values):
     else:
         text = " ".join(body)
         ch = "chat"
-        thread = f"#{_slug(p.team(t))}/{t:%Y%m%d-%H%M}"
+        thread = f"#{slug(p.team(t))}/{t:%Y%m%d-%H%M}"
     d = org.add(st, ch, p, t, text, thread)
     return {"doc": d, "author": p, "claimed": claimed, "t": t}
 
@@ -427,7 +428,7 @@ def _discussion(org, st, facts, subjects, values, cur_idx, new_idx, lo, hi, peop
         lines.append((p, org.fill(r.choice(DISCUSS_REPLY), f)))
     org.now = t
     if r.random() < 0.5:
-        room = "#" + _slug(ppl[0].team(t))
+        room = "#" + slug(ppl[0].team(t))
         org.chat_burst(st, t, room, None, lines)
     else:
         subject = org.fill("[Options for the|Revisiting the|Question on the] {subj}", f)
@@ -450,7 +451,7 @@ def _implementation(org, st, kind, ver, subjects, nxt):
     p = org.pick_people(t, funcs=kind.funcs or ("eng", "finance"))[0]
     key = org.next_ticket(p.func(t))
     subj = r.choice(subjects)
-    f = {**ver["facts"], "subj": subj, "dday": _fmt_day(ver["t"], r.randint(0, 3)), "val": ver["value"]}
+    f = {**ver["facts"], "subj": subj, "dday": fmt_day(ver["t"], r.randint(0, 3)), "val": ver["value"]}
     head = org.fill(r.choice(("[Implement|Apply|Roll out] the new {subj} ({val})", "{subj}: change to {val}",
                               "Update [config|docs|contracts|the wiki] for the {subj}")), f)
     body = [org.fill(r.choice((
@@ -482,22 +483,22 @@ def _mentions(org, st, kind, ver, vt, nxt, subjects, prev):
             continue
         org.now = t
         f = {"subj": r.choice(subjects), "val": ver["value"],
-             "since": r.choice(("", f" since {_month_year(vt)}", f" as of {_fmt_day(vt, 3)}", ""))}
+             "since": r.choice(("", f" since {month_year(vt)}", f" as of {fmt_day(vt, 3)}", ""))}
         p = org.pick_people(t)[0]
         if ver["old"] and r.random() < 0.25:
             f["old"] = ver["old"]
             first = org.fill(r.choice(STALE_EXT if kind.external else STALE), f)
             q = org.pick_people(t, exclude=(p,))[0]
             reply = org.fill(r.choice(("No, it changed to {val} in {m}.", "It's {val} since {m}[, see the announcement|].",
-                                       "That's outdated, it's {val} now.")), {**f, "m": _month_year(vt)})
-            room = "#" + _slug(p.team(t))
+                                       "That's outdated, it's {val} now.")), {**f, "m": month_year(vt)})
+            room = "#" + slug(p.team(t))
             org.chat_burst(st, t, room, [p, q], [(p, first), (q, reply)])
             continue
         text = org.fill(r.choice(MENTIONS_EXT if kind.external else MENTIONS), f)
         ch = r.random()
         if ch < 0.6:
             extra = org.say(CHAT) if r.random() < 0.4 else ""
-            org.add(st, "chat", p, t, (text + " " + extra).strip(), f"#{_slug(p.team(t))}/{t:%Y%m%d-%H%M}")
+            org.add(st, "chat", p, t, (text + " " + extra).strip(), f"#{slug(p.team(t))}/{t:%Y%m%d-%H%M}")
         elif ch < 0.8:
             key = org.next_ticket(p.func(t))
             body = [text] + org.bank_lines(p.func(t), r.randint(2, 6))

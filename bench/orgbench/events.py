@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .decisions import _transcript
+from .decisions import write_transcript
 from .tables import (
     ACTIONS, BG_POLICIES, CHAT, CHATTER_ALT, COMPONENTS, EMAIL_SUBJECTS, MEETING_TITLES, POLICY_LINES, ROOT_CAUSES,
     SYMPTOMS, TICKET_TITLES,
 )
-from .world import Story, _Org, _fmt_day, _slug
+from .world import Story, Org
+from .wording import fmt_day, slug
 
 
 # =============================================================================================
@@ -22,7 +23,7 @@ from .world import Story, _Org, _fmt_day, _slug
 # =============================================================================================
 
 
-def _incident(org: _Org, t: datetime, tracked: bool, corrected: bool) -> Story:
+def incident(org: Org, t: datetime, tracked: bool, corrected: bool) -> Story:
     r = org.rng
     st = Story("incident", tracked)
     t = org.at_work(t)
@@ -78,7 +79,7 @@ def _incident(org: _Org, t: datetime, tracked: bool, corrected: bool) -> Story:
     ae_body = [org.fill(r.choice((
         "[Yesterday|Earlier this week] we had a brief disruption of {product} that lasted under {d2} minutes and affected a [handful|small number] of customers.",
         "The {product} interruption on {day} was short, less than {d2} minutes, and only a few accounts noticed.")),
-        {"product": product, "d2": str(d2), "day": _fmt_day(t, 3)}),
+        {"product": product, "d2": str(d2), "day": fmt_day(t, 3)}),
         r.choice(("Your data was never at risk.", "No data was lost.", "Everything was fully restored.")),
         r.choice(("We are adding monitoring so it does not happen again.", "Happy to walk your team through it on a call.",
                   "We'll share a short summary once the review is done."))]
@@ -122,7 +123,7 @@ def _incident(org: _Org, t: datetime, tracked: bool, corrected: bool) -> Story:
         ft = org.at_work(pt, r.uniform(8, 30))
         org.now = ft
         key = org.next_ticket("eng")
-        fbody = [f"While working on the {inc} follow-ups ({symptom} on {product}, {_fmt_day(t, r.randint(0, 3))}) I found that "
+        fbody = [f"While working on the {inc} follow-ups ({symptom} on {product}, {fmt_day(t, r.randint(0, 3))}) I found that "
                  f"the postmortem's explanation does not hold.",
                  f"Evidence: {org.fill(r.choice(('the {component} metrics show the problem starting before the spike', 'we reproduced it in staging without any extra load', 'the same pattern shows up in logs from {n} earlier days')), over)}.",
                  f"It looks like {cause_b}."]
@@ -131,8 +132,8 @@ def _incident(org: _Org, t: datetime, tracked: bool, corrected: bool) -> Story:
         corr_author = org.decider(ft, ("eng", "sre"), exclude=(lead,))
         ct = org.at_work(ft, r.uniform(2, 12))
         org.now = ct
-        cbody = [f"Correction to the {inc} postmortem of {_fmt_day(pt, r.randint(0, 2))} "
-                 f"({r.choice(('the ', ''))}{product} {r.choice(('outage', 'incident', symptom))} of {_fmt_day(t, r.randint(0, 3))}).",
+        cbody = [f"Correction to the {inc} postmortem of {fmt_day(pt, r.randint(0, 2))} "
+                 f"({r.choice(('the ', ''))}{product} {r.choice(('outage', 'incident', symptom))} of {fmt_day(t, r.randint(0, 3))}).",
                  f"The root cause was not {cause_a}, as the postmortem said.",
                  f"It was {cause_b}; see {key} for the evidence.",
                  org.fill(r.choice(("[Traffic|Load] was not the cause.", "The original action items do not address it.",
@@ -150,7 +151,7 @@ def _incident(org: _Org, t: datetime, tracked: bool, corrected: bool) -> Story:
     return st
 
 
-def _dispute(org: _Org, t: datetime) -> Story:
+def dispute(org: Org, t: datetime) -> Story:
     r = org.rng
     st = Story("dispute", True)
     t = org.at_work(t)
@@ -164,13 +165,13 @@ def _dispute(org: _Org, t: datetime) -> Story:
     claimed = cap + r.choice((5, 8, 10))
     signed = r.choice((cap + 2, claimed - 2, claimed))
     att = [approver, ae, fin] + org.pick_people(t, funcs=("sales", "finance"), k=r.randint(0, 2), exclude=(approver, ae, fin))
-    notes = ["Deal desk, " + _fmt_day(t, 0) + ". Present: " + org.attendees(att, t) + ".",
+    notes = ["Deal desk, " + fmt_day(t, 0) + ". Present: " + org.attendees(att, t) + ".",
              f"{cust} {years} renewal: {ae.first} asked for room on price because {org.fill(r.choice(('a competitor offered {pct}% off', 'their budget was cut', 'they are consolidating vendors')))}.",
              r.choice((f"{approver.first} agreed to a discount but the number was not written down.",
                        f"Discussion of the discount; {approver.first} to confirm the final number by email.",
                        f"General agreement to be flexible on {cust}; exact cap to be confirmed."))]
     notes.extend(org.bank_lines("sales", r.randint(6, 14)))
-    thread = f"DEAL-{_slug(cust).upper()}"
+    thread = f"DEAL-{slug(cust).upper()}"
     n1 = org.add(st, "meeting", r.choice(att), t, "\n".join(notes), thread)
     t2 = org.at_work(t, r.uniform(1, 4))
     org.now = t2
@@ -194,7 +195,7 @@ def _dispute(org: _Org, t: datetime) -> Story:
         sg_txt = f"{cust} signed the {years} renewal at {signed}% with annual payment. " + (
             f"That is above the {cap}% cap, flagging for review." if signed > cap else "Within the approved cap.")
         sg = org.add(st, "chat", fin if r.random() < 0.5 else approver, t4, sg_txt,
-                     f"#{_slug('finance')}/{t4:%Y%m%d-%H%M}")
+                     f"#{slug('finance')}/{t4:%Y%m%d-%H%M}")
     st.data.update(cust=cust, cap=cap, claimed=claimed, signed=signed, approver=approver, ae=ae, fin=fin,
                    notes=n1, ae_doc=ae_doc, fin_doc=fin_doc, sg=sg, t=t, years=years)
     return st
@@ -205,10 +206,10 @@ def _dispute(org: _Org, t: datetime) -> Story:
 # =============================================================================================
 
 
-def _bg_chat(org, t, budget):
+def bg_chat(org, t, budget):
     r = org.rng
     team = r.choice(org.team_names) if r.random() < 0.75 else None
-    room = "#" + (_slug(team) if team else r.choice(("general", "random", "announcements", "help-it", "incidents")))
+    room = "#" + (slug(team) if team else r.choice(("general", "random", "announcements", "help-it", "incidents")))
     members = org.team_members(t, team) if team else []
     if len(members) < 2:
         members = org.pick_people(t, k=min(6, len(org.people)))
@@ -227,7 +228,7 @@ def _bg_chat(org, t, budget):
     return k
 
 
-def _bg_email(org, t, budget):
+def bg_email(org, t, budget):
     r = org.rng
     k = min(budget, r.choice((1, 1, 1, 2, 2, 3, 4)))
     author = r.choice(org.people)
@@ -246,7 +247,7 @@ def _bg_email(org, t, budget):
     return k
 
 
-def _bg_ticket(org, t, budget):
+def bg_ticket(org, t, budget):
     r = org.rng
     author = r.choice(org.people)
     func = author.func(t)
@@ -268,7 +269,7 @@ def _bg_ticket(org, t, budget):
     return n
 
 
-def _bg_meeting(org, t, budget):
+def bg_meeting(org, t, budget):
     r = org.rng
     team = r.choice(org.team_names)
     func = org.team_func[team]
@@ -281,7 +282,7 @@ def _bg_meeting(org, t, budget):
         att = att + org.pick_people(t, k=3 - len(att) + 1, exclude=att)
     scribe = r.choice(att)
     n = r.randint(10, 38)
-    lines = [f"{title}, {_fmt_day(t, r.choice((0, 1, 2)))}. {r.choice(('Present', 'Attendees'))}: {org.attendees(att, t)}."]
+    lines = [f"{title}, {fmt_day(t, r.choice((0, 1, 2)))}. {r.choice(('Present', 'Attendees'))}: {org.attendees(att, t)}."]
     lines.extend(org.bank_lines(func, n - 2))
     if r.random() < 0.3:
         lines.insert(r.randint(1, len(lines)), org.fill(r.choice((
@@ -291,31 +292,30 @@ def _bg_meeting(org, t, budget):
         ))))
     owners = r.sample(att, min(len(att), r.randint(1, 3)))
     lines.append("Action items: " + "; ".join(f"{p.first} to {org.fill(r.choice(ACTIONS), cap=False)}" for p in owners) + ".")
-    thread = f"MEET-{_slug(title).upper()}-{t:%Y-%m-%d}"
+    thread = f"MEET-{slug(title).upper()}-{t:%Y-%m-%d}"
     emit = t + timedelta(days=r.uniform(1.5, 6)) if r.random() < 0.12 else None
     org.add(None, "meeting", scribe, t, "\n".join(lines), thread, emit=emit)
     used = 1
     if budget > 1 and r.random() < 0.15:
-        _transcript(org, None, t, title, att, [], thread, emit)
+        write_transcript(org, None, t, title, att, [], thread, emit)
         used += 1
     return used
 
 
-def _bg_policy(org, t, budget):
+def bg_policy(org, t, budget):
     r = org.rng
     title = r.choice(BG_POLICIES)
     owner = org.decider(t, ("people", "finance", "security", "legal"))
-    lines = [f"{title} (owner: {owner.name}, {owner.role(t)}; effective {_fmt_day(t + timedelta(days=r.randint(0, 20)), 0)})."]
-    prior = org._counters.get("policy:" + title, 0)
+    lines = [f"{title} (owner: {owner.name}, {owner.role(t)}; effective {fmt_day(t + timedelta(days=r.randint(0, 20)), 0)})."]
+    prior = org.counter("policy:" + title) - 1  # revisions of this policy before this one
     if prior and r.random() < 0.8:
         lines.append(f"This revision replaces the previous {title.lower()}.")
-    org._counters["policy:" + title] = prior + 1
     lines.extend(org.say_many(POLICY_LINES, r.randint(10, 30)))
-    org.add(None, "policy", owner, t, "\n".join(lines), f"POLICY-{_slug(title).upper()}")
+    org.add(None, "policy", owner, t, "\n".join(lines), f"POLICY-{slug(title).upper()}")
     return 1
 
 
-def _role_change_doc(org, t, p, kind, before):
+def role_change_doc(org, t, p, kind, before):
     r = org.rng
     org.now = t
     boss = org.execs[0] if org.execs[0] is not p else org.people[-1]

@@ -12,7 +12,8 @@ from .tables import (
     Q_AUDIT, Q_BITEMPORAL, Q_DEAL_CONTRA, Q_INC_CONTRA, Q_JUSTIFY, Q_PROVENANCE, Q_PROVENANCE_FIRST, Q_RECAP_CONTRA,
     Q_SUPERSESSION, Q_VENDOR_JUSTIFY,
 )
-from .world import Story, _Org, _fmt_day, _month_year
+from .world import Story, Org
+from .wording import fmt_day, month_year
 
 
 CATEGORIES = (
@@ -37,10 +38,10 @@ def _inc_ref(org, st, style=None):
     if s < 0.25:
         return f"incident {d['inc']}"
     if s < 0.6:
-        return f"{d['product']} outage on {_fmt_day(d['t'], r.choice((0, 1, 3)))}"
+        return f"{d['product']} outage on {fmt_day(d['t'], r.choice((0, 1, 3)))}"
     if s < 0.85:
-        return f"{d['symptom']} incident of {_month_year(d['t'])}"
-    return f"{d['product']} incident in {_month_year(d['t'])}"
+        return f"{d['symptom']} incident of {month_year(d['t'])}"
+    return f"{d['product']} incident in {month_year(d['t'])}"
 
 
 def _qtext(org, tpl, f):
@@ -60,7 +61,7 @@ def _asof_between(org, lo: datetime, hi: datetime, a: float = 0.1, b: float = 0.
     return d0 + timedelta(days=int(org.rng.uniform(a, b) * span))
 
 
-def _questions(org: _Org, stories: list[Story]):
+def make_questions(org: Org, stories: list[Story]):
     r = org.rng
     cands = {c: [] for c in CATEGORIES}
 
@@ -80,7 +81,7 @@ def _questions(org: _Org, stories: list[Story]):
             last = vers[-1]
 
             def who(v):
-                return f"{v['author'].name} ({v['author'].role(v['t'])}, {_fmt_day(v['t'], 0)})"
+                return f"{v['author'].name} ({v['author'].role(v['t'])}, {fmt_day(v['t'], 0)})"
 
             # supersession
             if len(vers) >= 2:
@@ -100,7 +101,7 @@ def _questions(org: _Org, stories: list[Story]):
                 tpl = r.choice(Q_PROVENANCE_FIRST if (vi == 0 and len(vers) > 1 and r.random() < 0.5) else Q_PROVENANCE)
                 text = _qtext(org, tpl, {"q": r.choice(qs), "val": v["value"]})
                 q("decision_provenance", text, [v["doc"], v["notes"]], None,
-                  f"{who(v)} decided {v['value']} at the {v['meeting_title']} on {_fmt_day(v['meeting_t'], 0)}; "
+                  f"{who(v)} decided {v['value']} at the {v['meeting_title']} on {fmt_day(v['meeting_t'], 0)}; "
                   f"reasons: {'; '.join(v['reasons'])}.", pri=0 if vi == pick else 1)
             # bi-temporal: the version in force at a past date
             for vi, v in enumerate(vers):
@@ -112,7 +113,7 @@ def _questions(org: _Org, stories: list[Story]):
                 if a is None:
                     continue
                 tpl = r.choice(Q_BITEMPORAL)
-                text = _qtext(org, tpl, {"q": r.choice(qs), "d": _fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
+                text = _qtext(org, tpl, {"q": r.choice(qs), "d": fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
                 q("bi_temporal", text, [v["doc"]], a,
                   f"{v['value']} (set by {who(v)}); " + (f"later changed to {vers[vi + 1]['value']}." if vi + 1 < len(vers)
                                                           else "still in force."), pri=pri)
@@ -132,7 +133,7 @@ def _questions(org: _Org, stories: list[Story]):
                 ev = docs[:c]
                 in_force = [v for v in vers if v["t"].date() <= a]
                 tpl = r.choice(Q_AUDIT)
-                text = _qtext(org, tpl, {"q": r.choice(qs), "d": _fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
+                text = _qtext(org, tpl, {"q": r.choice(qs), "d": fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
                 ans = (f"{len(ev)} documents; the {kind.noun} in force was {in_force[-1]['value']} "
                        f"(set by {who(in_force[-1])})." if in_force else f"{len(ev)} documents; no decision yet.")
                 q("audit_replay", text, ev, a, ans)
@@ -150,7 +151,7 @@ def _questions(org: _Org, stories: list[Story]):
                 text = _qtext(org, tpl, {"q": r.choice(qs), "old": p["value"], "new": v["value"],
                                          "pref": org.ref_person(v["author"], v["t"])})
                 q("justification_chain", text, chain, None,
-                  f"{v['author'].name} changed it from {p['value']} to {v['value']} on {_fmt_day(v['t'], 0)} because "
+                  f"{v['author'].name} changed it from {p['value']} to {v['value']} on {fmt_day(v['t'], 0)} because "
                   f"{'; '.join(v['reasons'])}.", pri=0 if vi == pick else 1)
             # contradiction: a recap that disagrees with the decision
             for v in vers:
@@ -158,8 +159,8 @@ def _questions(org: _Org, stories: list[Story]):
                     rc = v["recap"]
                     tpl = r.choice(Q_RECAP_CONTRA)
                     mt = v["meeting_t"]
-                    text = _qtext(org, tpl, {"q": r.choice(qs), "m": v["meeting_title"], "d": _fmt_day(mt, r.randint(0, 3)),
-                                             "my": _month_year(mt)})
+                    text = _qtext(org, tpl, {"q": r.choice(qs), "m": v["meeting_title"], "d": fmt_day(mt, r.randint(0, 3)),
+                                             "my": month_year(mt)})
                     q("contradiction", text, [v["doc"], rc["doc"]], None,
                       f"The accounts conflict: {v['author'].name}'s decision says {v['value']}, while "
                       f"{rc['author'].name}'s recap says {rc['claimed']}.")
@@ -185,7 +186,7 @@ def _questions(org: _Org, stories: list[Story]):
                 text = _qtext(org, r.choice(("What was on record about the {ir} as of {d}?",
                                              "Reconstruct what we knew about the {ir} on {d}.",
                                              "What did our records say about the {ir} at that date?")),
-                              {"ir": _inc_ref(org, st), "d": _fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
+                              {"ir": _inc_ref(org, st), "d": fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
                 q("audit_replay", text, ev, a, f"{len(ev)} documents: the incident updates and report, the customer and "
                                                f"support accounts and the postmortem (root cause then: {d['cause_a']}).",
                   pri=0 if r.random() < 0.6 else 1)
@@ -196,7 +197,7 @@ def _questions(org: _Org, stories: list[Story]):
                     text = _qtext(org, r.choice(("What did we believe caused the {ir} as of {d}?",
                                                  "On {d}, what was the stated root cause of the {ir}?",
                                                  "What was the root cause of the {ir}, as understood at the time?")),
-                                  {"ir": _inc_ref(org, st), "d": _fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
+                                  {"ir": _inc_ref(org, st), "d": fmt_day(datetime(a.year, a.month, a.day), r.randint(0, 2))})
                     q("bi_temporal", text, [post], a, f"{d['cause_a']} (postmortem by {d['lead'].name}); corrected later.")
                 ev = [corr] + ([post] if r.random() < 0.7 else [])
                 text = _qtext(org, r.choice(("What is the confirmed root cause of the {ir}, and what explanation did it replace?",

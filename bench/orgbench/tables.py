@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from .templates import _bank, _compile
+from .templates import bank, compile_template
 
 DATA = "data"  # the folder of JSON files, beside this module
 
@@ -107,7 +107,7 @@ class Record(_Schema):
 
 
 class Templates(List):
-    """A bank of sentence templates, compiled (``templates._compile``)."""
+    """A bank of sentence templates, compiled (``templates.compile_template``)."""
 
     def __init__(self) -> None:
         super().__init__(STR)
@@ -116,10 +116,10 @@ class Templates(List):
         items = super().conv(value, where)
         for i, s in enumerate(items):
             try:
-                _compile(s)
+                compile_template(s)
             except ValueError as e:
                 raise TableError(f"{where}[{i}]: {e}") from None
-        return _bank(items)
+        return bank(items)
 
 
 TEMPLATES = Templates()

@@ -1,15 +1,15 @@
 """OrgBench's template mini-language: "{slot}" is filled from the environment, "[a|b|]" picks one
 alternative (an empty one is allowed).
 
-Owns compiling a template into a tree (:func:`_compile`, once per template), rendering it with
-a slot getter and a chooser (:func:`_render`), and tidying the rendered sentence. Imports only
+Owns compiling a template into a tree (:func:`compile_template`, once per template), rendering it with
+a slot getter and a chooser (:func:`render`), and tidying the rendered sentence. Imports only
 the standard library; never the generator's other modules.
 """
 
 from __future__ import annotations
 
 
-def _compile(s: str):
+def compile_template(s: str):
     pos = 0
     n = len(s)
 
@@ -54,11 +54,11 @@ def _compile(s: str):
     return node
 
 
-def _bank(items):
-    return [_compile(s) for s in items]
+def bank(items):
+    return [compile_template(s) for s in items]
 
 
-def _render(node, get, choice) -> str:
+def render(node, get, choice) -> str:
     out = []
     for p in node:
         t = type(p)
@@ -67,11 +67,11 @@ def _render(node, get, choice) -> str:
         elif t is tuple:
             out.append(get(p[0]))
         else:
-            out.append(_render(choice(p), get, choice))
+            out.append(render(choice(p), get, choice))
     return "".join(out)
 
 
-def _tidy(s: str) -> str:
+def tidy(s: str) -> str:
     if "  " in s:
         s = " ".join(s.split())
     if " ," in s:

@@ -1,10 +1,10 @@
 """OrgBench's world: the people, the organization and its documents, as the storylines see them.
 
 Owns :class:`Person` (roles that change over time), :class:`Story` (a storyline's documents and
-facts), ``_Org`` (an organization: its people, teams, products, customers and vendors, its
-random streams, the documents it emits and the sentences it fills from the tables) and the date
-formats. Imports the standard library, numpy, ``tables`` and ``templates``; never the
-storylines, the questions or the assembly, which import it.
+facts), ``Org`` (an organization: its people, teams, products, customers and vendors, its
+random streams, the documents it emits and the sentences it fills from the tables). Imports the
+standard library, numpy, ``tables``, ``templates`` and ``wording``; never the storylines, the
+questions or the assembly, which import it.
 """
 
 from __future__ import annotations
@@ -19,46 +19,12 @@ import numpy as np
 
 from .tables import (
     ACCTS, BANKS, CHAT, CHATTER_KINDS, CITIES, COMPONENTS, CUST_A, CUST_B, EXEC_FUNCS, EXEC_TITLES,
-    EXTERNAL_CHATTER_KINDS, FEATURES, FIRST_NAMES, FRAMEWORKS, FUNC_BANKS, INDUSTRIES, LADDERS, LAST_NAMES, MON3,
+    EXTERNAL_CHATTER_KINDS, FEATURES, FIRST_NAMES, FRAMEWORKS, FUNC_BANKS, INDUSTRIES, LADDERS, LAST_NAMES,
     MONTHS, ORG_A, ORG_B, PRODUCT_SUFFIX, PRODUCT_WORDS, REGIONS, RELATED, SEGMENTS, SYS_A, SYS_B, TEAMS,
     TICKET_PROJECT, TIERS, VCATS, VENDOR_A, VENDOR_B, WEEKDAYS,
 )
-from .templates import _compile, _render, _tidy
-
-
-def _fmt_day(d: datetime, style: int) -> str:
-    if style == 0:
-        return f"{d.day} {MONTHS[d.month - 1]} {d.year}"
-    if style == 1:
-        return f"{MONTHS[d.month - 1]} {d.day}, {d.year}"
-    if style == 2:
-        return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
-    if style == 3:
-        return f"{MON3[d.month - 1]} {d.day}"
-    return f"{d.day} {MON3[d.month - 1]} {d.year}"
-
-
-def _month_year(d: datetime) -> str:
-    return f"{MONTHS[d.month - 1]} {d.year}"
-
-
-def _quarter(d: datetime) -> str:
-    return f"Q{(d.month - 1) // 3 + 1} {d.year}"
-
-
-def _prev_quarter(d: datetime) -> str:
-    q = (d.month - 1) // 3
-    y = d.year
-    if q == 0:
-        return f"Q4 {y - 1}"
-    return f"Q{q} {y}"
-
-
-def _slug(s: str) -> str:
-    out = []
-    for c in s.lower():
-        out.append(c if c.isalnum() else "-")
-    return "-".join(p for p in "".join(out).split("-") if p)
+from .templates import compile_template, render, tidy
+from .wording import fmt_day, quarter, slug
 
 
 class Person:
@@ -113,7 +79,7 @@ class Story:
 # =============================================================================================
 
 
-class _Org:
+class Org:
     def __init__(self, idx: int, n_docs: int, seed: int, n_orgs: int, used_names: set, total_docs: int):
         self.rng = rng = random.Random(f"orgbench/{seed}/{idx}")
         self.np = np.random.default_rng([seed & 0xFFFFFFFF, idx, 7])
@@ -132,7 +98,7 @@ class _Org:
             name = f"{rng.choice(ORG_A)} {rng.choice(ORG_B)} {idx}"
         used_names.add(name)
         self.name = name
-        self.scope = _slug(name)
+        self.scope = slug(name)
         self.industry, self.items_word, self.item_word = rng.choice(INDUSTRIES)
         years = min(3.0, max(1.0, 1.0 + math.log10(max(n_docs, 1) / 500.0)))
         self.span_days = int(round(365 * years))
@@ -209,7 +175,7 @@ class _Org:
             "amount": lambda: f"{r.randint(120, 48000):,}",
             "weekday": lambda: r.choice(WEEKDAYS),
             "month": lambda: MONTHS[(self.now.month - 1 - r.choice((0, 0, 1, 1, 2, 3))) % 12],
-            "quarter": lambda: _quarter(self.now),
+            "quarter": lambda: quarter(self.now),
             "time": lambda: f"{r.randint(8, 18)}:{r.choice(('00', '15', '30', '45'))}",
             "ticket": lambda: f"{r.choice(('SUP', 'ENG', 'OPS', 'FIN', 'SEC'))}-{r.randint(1000, 9999)}",
             "pr": lambda: f"#{r.randint(200, 9800)}",
@@ -223,8 +189,8 @@ class _Org:
             "sev": lambda: str(r.randint(1, 3)),
             "ksubj": self._random_subject,
             "xsubj": lambda: self._random_subject(True),
-            "date": lambda: _fmt_day(self.now + timedelta(days=r.randint(-20, 20)), r.randint(0, 4)),
-            "room": lambda: "#" + _slug(r.choice(self.team_names)),
+            "date": lambda: fmt_day(self.now + timedelta(days=r.randint(-20, 20)), r.randint(0, 4)),
+            "room": lambda: "#" + slug(r.choice(self.team_names)),
         }
 
     # ------------------------------------------------------------------ people
@@ -334,14 +300,14 @@ class _Org:
 
     def say(self, bank, over=None) -> str:
         choice = self.rng.choice
-        return _tidy(_render(choice(bank), self.get_fn(over), choice))
+        return tidy(render(choice(bank), self.get_fn(over), choice))
 
     def fill(self, template: str, over=None, cap: bool = True) -> str:
         """Render a template string (compiled once and cached; used for small, per-topic text)."""
         node = _TPL_CACHE.get(template)
         if node is None:
-            node = _TPL_CACHE[template] = _compile(template)
-        out = _tidy(_render(node, self.get_fn(over), self.rng.choice))
+            node = _TPL_CACHE[template] = compile_template(template)
+        out = tidy(render(node, self.get_fn(over), self.rng.choice))
         return out if cap else self.decap(out)
 
     def fill_lc(self, template: str, over=None) -> str:
@@ -363,7 +329,7 @@ class _Org:
         out = []
         while k > 0:
             picks = r.sample(bank, min(k, len(bank)))
-            out.extend(_tidy(_render(t, get, r.choice)) for t in picks)
+            out.extend(tidy(render(t, get, r.choice)) for t in picks)
             k -= len(picks)
         return out
 

@@ -10,6 +10,6 @@ added wide64), its code importable as ``mempp``:
 
 from pathlib import Path
 
-from _oldstore import write_store
+from oldstore import write_store
 
 write_store(Path(__file__).parent / "mix64", thread_context=True)

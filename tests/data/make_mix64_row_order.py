@@ -11,6 +11,6 @@ order; mix64 since 8b50f5d), its code importable as ``mempp``:
 
 from pathlib import Path
 
-from _oldstore import write_store
+from oldstore import write_store
 
 write_store(Path(__file__).parent / "mix64_row_order", thread_context=True)

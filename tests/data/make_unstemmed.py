@@ -12,6 +12,6 @@ That code has no thread context at query time: its answers are those of context=
 
 from pathlib import Path
 
-from _oldstore import write_store
+from oldstore import write_store
 
 write_store(Path(__file__).parent / "unstemmed", thread_context=False)

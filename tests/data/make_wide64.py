@@ -11,6 +11,6 @@ importable as ``mempp``:
 
 from pathlib import Path
 
-from _oldstore import write_store
+from oldstore import write_store
 
 write_store(Path(__file__).parent / "wide64", thread_context=True, ann=True)

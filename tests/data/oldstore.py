@@ -70,7 +70,7 @@ def write_store(path: Path, *, thread_context: bool, ann: bool = False) -> None:
     embeddings, answers = {}, []
     with mempp.Store.open(path, embedder=embedder, read_only=True) as s:
         if ann:
-            assert all(a.wait(60) for a in s._snap.ann)
+            assert all(a.wait(60) for a in s.searcher().snapshot.ann)
         for question in QUESTIONS:
             vec = embeddings[question] = [float(x) for x in embedder.embed([question])[0]]
             for as_of in AS_OFS:

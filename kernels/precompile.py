@@ -4,7 +4,7 @@
 writes them), one per line, recorded from a run of the engine over every path it has
 (``python -m mempp.bench.warmup --record``; ``tests/test_warm.py`` fails when the engine calls
 a kernel with a signature the list lacks). :func:`compile_all` compiles each into numba's
-cache (``_numba_cache``): ``pip install .`` runs it while it builds the package and ships the
+cache (``jitcache``): ``pip install .`` runs it while it builds the package and ships the
 result (``_precompiled/``), and ``mempp warmup`` runs it where a service is deployed.
 
 Imports numpy and numba only.

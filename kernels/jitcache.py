@@ -18,7 +18,7 @@ Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chose
 Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`) and the seeding of the cache
 from the shipped ``_precompiled/`` (:func:`seed`).
 
-Never imports: _warm, mempp.storage, mempp.store.
+Never imports: precompile, mempp.storage, mempp.store.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ _seeded: set[str] = set()
 
 def seed(shipped: Path) -> int:
     """Copy the compiled kernels a package ships (``pip install .`` compiles them while it builds,
-    ``kernels/_warm.py``) into the cache where numba looks, each file that is not there yet; once
+    ``kernels/precompile.py``) into the cache where numba looks, each file that is not there yet; once
     per process. numba checks each entry against its source file's content and this CPU, and
     compiles again what does not match, so a shipped file can only save time. Returns the files copied."""
     key = str(shipped)

@@ -78,7 +78,7 @@ def single_commits(path: Path, docs: list[dict], emb: np.ndarray) -> dict:
         waited = time.perf_counter()
         s.wait_merges()
         waited = time.perf_counter() - waited
-        publishes = list(s._merges.publishes)
+        publishes = list(s.writer.compaction.publishes)
         stats = s.stats()
     quiet = [x for x, (a, b) in zip(lat, spans) if not any(p0 < b and p1 > a for p0, p1 in publishes)]
     return {
@@ -113,7 +113,7 @@ def query_side_by_side(many: Path, once: Path, n: int = 300, rounds: int = 3) ->
                     out[name].append(time.perf_counter() - t)
                     got[name] = [(h.key, round(h.score, 12)) for h in hits]
                 same += got["many"] == got["once"]
-        segs = (len(a._snap.segments), len(b._snap.segments))
+        segs = (len(a.searcher().snapshot.segments), len(b.searcher().snapshot.segments))
     p50 = {k: statistics.median(v) * 1e3 for k, v in out.items()}
     return {"p50_ms_many_commits": round(p50["many"], 3), "p50_ms_one_commit": round(p50["once"], 3),
             "ratio": round(p50["many"] / p50["once"], 3), "segments": segs, "identical_answers": f"{same}/{rounds * n}"}
@@ -129,7 +129,7 @@ t2 = time.perf_counter()
 q = np.random.default_rng(9).standard_normal(%d).astype(np.float32); q /= np.linalg.norm(q)
 hits = s.query("w1 w2 w3", embedding=q, k=10)
 t3 = time.perf_counter()
-print(t1 - t0, t2 - t1, t3 - t2, len(s._snap.segments), len(hits))
+print(t1 - t0, t2 - t1, t3 - t2, len(s.searcher().snapshot.segments), len(hits))
 """ % (DIM, DIM)
 
 

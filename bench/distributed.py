@@ -127,7 +127,7 @@ def score_bench(n: int, directory: Path, queries: int, reps: int, threads: bool)
     days = [str(np.datetime64(int(w.as_of[q]), "D")) for q in pick]
     out: dict[str, Any] = {"n": n, "threads": threads, "queries": queries, "reps": reps}
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=384)) as store:
-        out["segments"] = len(store._snap.segments)
+        out["segments"] = len(store.searcher().snapshot.segments)
         store.query_batch(texts[:64], qemb[:64], as_of=days[:64])  # warm up
         runs: dict[str, list[float]] = {}
         extra: dict[str, list[dict]] = {}

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                 batch[fb].append(time.perf_counter() - t)
         from mempp.kernels.int8dot import batch_kernel_path, kernel_path
 
-        segs = [e for e in s._snap.segments if e.q8 is not None]
+        segs = [e for e in s.searcher().snapshot.segments if e.q8 is not None]
         single_k = ", ".join(sorted({kernel_path(e.q8) for e in segs})) or kernel_path()
         batch_k = ", ".join(sorted({batch_kernel_path(e.q8, e.base) for e in segs})) or batch_kernel_path()
         print(f"int8 scan: {single_k}; query_batch: {batch_k}")

@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .membw import _BandwidthProbe, _shares, membw_gbs
-from .speed_report import LEXICAL_ROWS, _peer_p50, run_peers, table
+from .membw import BandwidthProbe, side_by_side_shares, membw_gbs
+from .speed_report import LEXICAL_ROWS, peer_p50, run_peers, table
 from .workload import build
 
 DAY_US = 86_400 * 10**6
@@ -97,7 +97,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
     t = time.perf_counter()
     store.make_resident()
     resident_s = time.perf_counter() - t
-    snap = store._snap
+    snap = store.searcher().snapshot
     w = load(n, clustered)  # memory-mapped embeddings; the queries' arrays are small
     mask_t, lex_t, lex10_t, vec_t, all_t = [], [], [], [], []
     methods: dict[str, int] = {}
@@ -187,7 +187,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
     # probe beside it; a neighbour's load then slows the round and its probes alike.
     bw_detail: dict[str, list[float]] = {}
     bw_session = [membw_gbs(bw_detail)]
-    probe = _BandwidthProbe()
+    probe = BandwidthProbe()
     full = np.ones(snap.n_docs, dtype=np.uint8)
     scan_t: list[float] = []
     full_shares: list[float] = []
@@ -207,7 +207,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
         scan_t += times
         full_shares.append(q8_bytes / float(np.median(times)) / 1e9 / max(before, probe.gbs()))
     int8_full = (
-        {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni(), **_shares(full_shares)}
+        {**_ms(scan_t), "gbs": round(q8_bytes / float(np.median(scan_t)) / 1e9, 2), "vnni": has_vnni(), **side_by_side_shares(full_shares)}
         if scan_t else None
     )
     # The masked int8 scan alone with the workload's masks: the rows of each segment's copy
@@ -240,7 +240,7 @@ def session(path: Path, n: int, queries: int, check: int, clustered: bool = Fals
     int8_masked = (
         {
             **_ms(masked_t), "span_gbs": round(float(np.median(span_rate)), 2), "candidate_gbs": round(float(np.median(cand_rate)), 2),
-            "span_frac_mean": round(float(np.mean(span_frac)), 3), **_shares(span_shares),
+            "span_frac_mean": round(float(np.mean(span_frac)), 3), **side_by_side_shares(span_shares),
         }
         if masked_t else None
     )
@@ -389,8 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 peers = run_peers(Path(args.peers), args.peer_python, n, [t for t in args.peer_tools.split(",") if t])
                 run["peers"] = peers
                 ratios = {}
-                bm = _peer_p50(peers, "bm25s", "bm25", "filtered")
-                tv = _peer_p50(peers, "tantivy", "bm25", "filtered")
+                bm = peer_p50(peers, "bm25s", "bm25", "filtered")
+                tv = peer_p50(peers, "tantivy", "bm25", "filtered")
                 for peer, peer_ms, legs in (("bm25s", bm, LEXICAL_ROWS), ("tantivy", tv, ("lexical", "lexical_alone"))):
                     for leg in legs if peer_ms else ():
                         ratios[f"{leg}_vs_{peer}"] = {"peer_ms": peer_ms, "speedup": round(peer_ms / sess[leg]["p50_ms"], 2)}

@@ -7,7 +7,8 @@ when a question brings its own date and wording.
 >>> mempp.Store, mempp.format_evidence  # doctest: +ELLIPSIS
 (<class 'mempp.store.Store'>, <function format_evidence at ...>)
 
-Owns the public API: the names ``import mempp`` gives (``__all__``: :class:`Store`, the config,
+Owns the public API: the names ``import mempp`` gives (``__all__``: :class:`Store` and the :class:`Searcher` and
+:class:`Writer` it hands its work to, :class:`QueryOptions` and its modes, the config,
 the embedders, the errors, the result types, :func:`format_evidence`) and ``__version__``.
 Importing it loads no model.
 
@@ -27,7 +28,10 @@ from .errors import (
     ValidationError,
 )
 from .evidence import format_evidence
+from .options import ContextMode, QueryOptions, ReserveRule, TagRank, VectorIndex
+from .searcher import Searcher
 from .store import Store, repair, verify
+from .writer import Writer
 from mempp.storage import StoreRecoveredWarning
 from .types import Added, Document, Hit, Hits, Plan, Record
 from mempp.storage import Analyzer
@@ -37,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Added",
     "Analyzer",
+    "ContextMode",
     "CorruptStoreError",
     "Document",
     "DocumentNotFound",
@@ -49,13 +54,19 @@ __all__ = [
     "MemppError",
     "OnnxEmbedder",
     "Plan",
+    "QueryOptions",
     "Record",
+    "ReserveRule",
+    "Searcher",
     "Store",
     "StoreError",
     "StoreLockedError",
     "StoreRecoveredWarning",
     "StoreWriteError",
+    "TagRank",
     "ValidationError",
+    "VectorIndex",
+    "Writer",
     "format_evidence",
     "repair",
     "verify",

@@ -19,6 +19,7 @@ import numpy as np
 from mempp.kernels.masks import ValidIndex, keep_codes, keep_dates_by_rule, keep_ids, valid_by_rule
 from mempp.storage import FOREVER, NAT, Snapshot
 
+from .caches import version_caches
 from .options import QueryOptions
 
 
@@ -47,7 +48,7 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = N
         else:
             out[:] = candidate_mask(snap, opt)
         return out
-    cache = snap.__dict__.setdefault("_mask_cache", {})
+    cache = version_caches(snap).masks
     if opt.as_of is None:
         mask = cache.get("now")
         if mask is None:
@@ -72,7 +73,7 @@ def candidate_mask(snap: Snapshot, opt: QueryOptions, out: np.ndarray | None = N
             mask = kept
     for values, facet in ((opt.authors, snap.authors), (opt.threads, snap.threads), (opt.channels, snap.channels)):
         if values is not None:
-            mask = _keep_facet(mask, facet, author_names(facet, values) if facet is snap.authors else values)
+            mask = keep_facet(mask, facet, author_names(facet, values) if facet is snap.authors else values)
     return mask
 
 
@@ -105,22 +106,21 @@ def valid_index(snap: Snapshot, wait: bool = True) -> ValidIndex | None:
     built yet, its build started in a background thread (60 ms at 1M documents, where one
     mask by the plain rule costs about 1 ms); smaller ones build it here.
     """
-    vi = snap.__dict__.get("_valid_index")
+    caches = version_caches(snap)
+    vi = caches.valid_index
     if vi is not None:
         return vi
     if not wait and snap.n_docs >= BACKGROUND_INDEX_DOCS:
-        with _START_LOCK:
-            if "_valid_index_build" not in snap.__dict__:
+        with caches.lock:
+            if caches.valid_index_build is None:
                 builder = threading.Thread(target=_build_quietly, args=(snap,), name="mempp-valid-index", daemon=True)
-                snap.__dict__["_valid_index_build"] = builder
+                caches.valid_index_build = builder
                 builder.start()
-        return snap.__dict__.get("_valid_index")
-    with _START_LOCK:
-        lock = snap.__dict__.setdefault("_valid_index_lock", threading.Lock())
-    with lock:  # one per snapshot: an older version's build in the background does not hold up this one's
-        vi = snap.__dict__.get("_valid_index")
+        return caches.valid_index
+    with caches.valid_index_lock:  # one per snapshot: an older version's build in the background does not hold up this one's
+        vi = caches.valid_index
         if vi is None:
-            vi = snap.__dict__["_valid_index"] = ValidIndex(snap.dates, snap.valid_until, NAT, FOREVER)
+            vi = caches.valid_index = ValidIndex(snap.dates, snap.valid_until, NAT, FOREVER)
     return vi
 
 
@@ -131,21 +131,19 @@ def _build_quietly(snap: Snapshot) -> None:
         pass
 
 
-_START_LOCK = threading.Lock()
 
-
-def _keep_facet(mask: np.ndarray, facet, values: Iterable[str]) -> np.ndarray:
+def keep_facet(mask: np.ndarray, facet, values: Iterable[str]) -> np.ndarray:
     codes = sorted({facet.index[v] for v in values if v in facet.index})
     out = np.empty(len(mask), dtype=np.uint8)
-    ids = _rare_ids(facet, codes)
+    ids = rare_ids(facet, codes)
     if ids is not None:
         keep_ids(mask, ids, out)
     else:
-        keep_codes(mask, facet.codes, _wanted(facet, codes), out)
+        keep_codes(mask, facet.codes, code_mask(facet, codes), out)
     return out
 
 
-def _rare_ids(facet, codes: Sequence[int]) -> np.ndarray | None:
+def rare_ids(facet, codes: Sequence[int]) -> np.ndarray | None:
     """The ids (ascending uint32) of the documents with any of ``codes`` when they are under an
     eighth of all (from the facet's cached roaring bitmaps), else None: a pass over the codes is cheaper."""
     if sum(int(facet.counts()[c]) for c in codes) * 8 >= len(facet.codes):
@@ -153,7 +151,7 @@ def _rare_ids(facet, codes: Sequence[int]) -> np.ndarray | None:
     return np.frombuffer(facet.union(list(codes)).to_array(), dtype=np.uint32)
 
 
-def _wanted(facet, codes: Sequence[int]) -> np.ndarray:
+def code_mask(facet, codes: Sequence[int]) -> np.ndarray:
     wanted = np.zeros(len(facet.names) + 1, dtype=np.uint8)  # indexed by code + 1 (-1: no value)
     wanted[np.asarray(codes, dtype=np.int64) + 1] = 1
     return wanted

@@ -5,7 +5,7 @@ the query-time defaults every entry point shares (``DEFAULT_WEIGHTS``, ``DEFAULT
 context, siblings, reserve rule, feedback, tag ranking). Nearly a leaf (it imports ``errors`` only), so the store, the
 read path and the CLI can all import it.
 
-Never imports: store, reads, writes, planner, embedder, mempp.storage.
+Never imports: store, searcher, writer, planner, embedder, mempp.storage.
 """
 
 from __future__ import annotations

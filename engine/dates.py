@@ -9,7 +9,7 @@ for a document's ``date`` and the *end* of that day for a query's ``as_of``
 Owns that policy and its conversions (:func:`to_us`, :func:`from_us`, :func:`iso`). A leaf: the
 write path, the read path and time travel all import it.
 
-Never imports: ingest, reads, writes, versions, store.
+Never imports: ingest, searcher, writer, versions, store.
 """
 
 from __future__ import annotations

@@ -50,9 +50,10 @@ import numpy as np
 from .config import IndexConfig
 from .errors import EmbedderError, MemppError, ValidationError
 from .ingest import check_vector, prepare_batch
-from .reads import DEFAULT_CHUNK, _BATCH_SCHEMA, check_texts, stream_chunk
+from .results import BATCH_SCHEMA
+from .searcher import DEFAULT_CHUNK, check_texts, stream_chunk
 from .tables import EMBEDDING, LINE, WINDOWS_SUFFIX, is_table, records_table, table_records
-from .writes import render_row
+from .batches import render_row
 
 __all__ = ["connect", "embed", "embed_batches", "score"]
 
@@ -84,11 +85,11 @@ def _store_info(store: Any, index: IndexConfig | None, model: dict | None) -> tu
 
     if store is not None:
         if isinstance(store, Store):
-            return dict(store._embedder_info), store.index
+            return store.embedder_info, store.index
         if not Path(store).exists():
             raise ValidationError(f"{store}: no such store", field="store")
         with Store.open(store, read_only=True) as s:
-            return dict(s._embedder_info), s.index
+            return s.embedder_info, s.index
     return dict(model or DEFAULT_EMBEDDER), index or IndexConfig()
 
 
@@ -341,10 +342,10 @@ def score(
     owned = not isinstance(store, Store)
     st = Store.open(store, read_only=True, create=False) if owned else store
     try:
-        st._check_open()
+        searcher = st.searcher()  # one version for the whole run
         texts, as_ofs = check_texts(queries, as_of)
-        opts = chunk_options(st, as_ofs, k, len(texts), query_options, sharded=shards is not None)  # every option checked before any work
-        n_docs = st._snap.n_docs
+        opts = chunk_options(searcher, as_ofs, k, len(texts), query_options, sharded=shards is not None)  # every option checked before any work
+        n_docs = searcher.snapshot.n_docs
         step = stream_chunk(n_docs, chunk)
         vecs = None
         if embeddings is not None:
@@ -352,14 +353,14 @@ def score(
             if vecs.ndim != 2 or vecs.shape != (len(texts), st.dim):
                 raise ValidationError(f"expected shape ({len(texts)}, {st.dim}), got {vecs.shape}", field="embeddings")
         if not texts or not n_docs or not opts[0].k:
-            return st.query_batch(texts, vecs, k=k, as_of=as_ofs, chunk=chunk, **query_options)
+            return searcher.query_batch(texts, vecs, k=k, as_of=as_ofs, chunk=chunk, **query_options)
         connect()
         stats = stats if stats is not None else {}
         if shards is None:
             return _score_parallel(st, texts, vecs, as_ofs, k, step, query_options, num_workers, progress, stats)
         t = time.perf_counter()
-        specs = plan_shards(st, shards)
-        driver = Driver(st, specs)
+        specs = plan_shards(searcher, shards)
+        driver = Driver(searcher, specs)
         # Every shard must be up at once: a cluster with fewer CPUs than shards shares them.
         cpus = min(1.0, float(ray.cluster_resources().get("CPU", 1)) / len(specs))
         actor = ray.remote(num_cpus=cpus)(_shard_class())
@@ -381,7 +382,7 @@ def score(
                     qv = np.stack([check_vector(v, st.dim) for v in vecs[start:stop]]) if want_vec else None
                 elif want_vec:
                     t = time.perf_counter()
-                    qv, blank = st._embed_chunk(texts[start:stop])  # query_batch's own call: the same vectors
+                    qv, blank = searcher.embed_questions(texts[start:stop])  # query_batch's own call: the same vectors
                     embed_s += time.perf_counter() - t
                 else:
                     qv = None
@@ -398,7 +399,7 @@ def score(
                 embed_s=embed_s, driver_s=driver.driver_s, shards_s=driver.calls_s, rounds=sum(driver.rounds), fetched=driver.fetched,
                 shards=len(specs),
             )
-            return pa.Table.from_batches(batches, schema=_BATCH_SCHEMA)
+            return pa.Table.from_batches(batches, schema=BATCH_SCHEMA)
         except ray.exceptions.RayError as exc:
             raise _unwrapped(exc) from None
         finally:
@@ -439,7 +440,7 @@ def _score_parallel(st, texts, vecs, as_ofs, k, step, options, num_workers, prog
             tables.append(t)
             if progress is not None:
                 progress(b - a)
-        return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=_BATCH_SCHEMA)
+        return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=BATCH_SCHEMA)
     except ray.exceptions.RayError as exc:
         raise _unwrapped(exc) from None
     finally:

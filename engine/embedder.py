@@ -27,7 +27,7 @@ loads neither).
 It takes one name from the storage layer, ``mempp.storage.fsutil.sha256_file`` (the package's one
 file-hashing helper), and nothing else of it.
 
-Never imports: store, ingest, reads, writes.
+Never imports: store, ingest, searcher, writer.
 """
 
 from __future__ import annotations
@@ -249,6 +249,7 @@ class OnnxEmbedder:
         if want_cuda and "CUDAExecutionProvider" in available:
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         self.session = ort.InferenceSession(str(model_path), sess_options=opts, providers=providers)
+        self._full = None  # full_tokenizer, made on first use
         self.providers = self.session.get_providers()
         if device == "cuda" and "CUDAExecutionProvider" not in self.providers:
             warnings.warn(
@@ -271,8 +272,8 @@ class OnnxEmbedder:
     def _batch_dependent(self) -> bool:
         """Whether a text's vector changes when it runs in a batch (see ``alone``): a probe of two texts."""
         seqs = [e.ids for e in self.tokenizer.encode_batch(["budget review", "the quarterly budget review was approved by the board"])]
-        together = self._run_ids(seqs)
-        return not np.allclose(together, np.vstack([self._run_ids([s]) for s in seqs]), atol=1e-6)
+        together = self.run_ids(seqs)
+        return not np.allclose(together, np.vstack([self.run_ids([s]) for s in seqs]), atol=1e-6)
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress | None = None) -> np.ndarray:
         """Unit vectors for ``texts`` (in order). Batches are length-sorted to pad little; with
@@ -295,9 +296,9 @@ class OnnxEmbedder:
         return out
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        return self._run_ids([e.ids for e in self.tokenizer.encode_batch(batch)])
+        return self.run_ids([e.ids for e in self.tokenizer.encode_batch(batch)])
 
-    def _run_ids(self, seqs: list[list[int]]) -> np.ndarray:
+    def run_ids(self, seqs: list[list[int]]) -> np.ndarray:
         """Unit vectors of token id sequences (each already framed by [CLS] ... [SEP]), padded here."""
         width = max(len(x) for x in seqs)
         ids = np.zeros((len(seqs), width), dtype=np.int64)
@@ -315,6 +316,18 @@ class OnnxEmbedder:
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _unit_rows(pooled)
 
+    @property
+    def full_tokenizer(self):
+        """The model's tokenizer without truncation or padding (every token of a text; made once)."""
+        if self._full is None:
+            from tokenizers import Tokenizer
+
+            full = Tokenizer.from_str(self.tokenizer.to_str())
+            full.no_truncation()
+            full.no_padding()
+            self._full = full
+        return self._full
+
     def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of every window after the first of each text longer than the model's window.
 
@@ -322,17 +335,11 @@ class OnnxEmbedder:
         window is what :meth:`embed` returns. Returns ``(vectors, owner)``: owner is the
         index into ``texts`` of each vector.
         """
-        if not hasattr(self, "_full"):
-            from tokenizers import Tokenizer
-
-            self._full = Tokenizer.from_str(self.tokenizer.to_str())
-            self._full.no_truncation()
-            self._full.no_padding()
         size = self.max_tokens - 2
         stride = max(1, min(int(stride), size))
         seqs: list[list[int]] = []
         owner: list[int] = []
-        for i, enc in enumerate(self._full.encode_batch(list(texts))):
+        for i, enc in enumerate(self.full_tokenizer.encode_batch(list(texts))):
             body = enc.ids[1:-1]
             start = stride
             while len(body) > size and start < len(body) - (size - stride):
@@ -347,7 +354,7 @@ class OnnxEmbedder:
             batch_size = 1
         for b in range(0, len(order), batch_size):
             idx = order[b : b + batch_size]
-            out[idx] = self._run_ids([seqs[j] for j in idx])
+            out[idx] = self.run_ids([seqs[j] for j in idx])
         return out, np.asarray(owner, dtype=np.int64)
 
 

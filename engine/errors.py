@@ -4,7 +4,7 @@ Owns the engine's error types (:class:`ValidationError`, which names the field a
 :class:`DocumentNotFound`; :class:`EmbedderError`) and re-exports the storage layer's, so a
 caller catches everything from one place. A leaf: every engine module may import it.
 
-Never imports: config, ingest, store, reads, writes.
+Never imports: config, ingest, store, searcher, writer.
 """
 
 from __future__ import annotations

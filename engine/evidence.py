@@ -3,7 +3,7 @@
 Owns the text format of evidence (:func:`evidence_header`, :func:`format_evidence`) that the CLI,
 the demo and the benchmarks print. It reads result types only.
 
-Never imports: store, planner, reads, mempp.storage.
+Never imports: store, planner, searcher, mempp.storage.
 """
 
 from __future__ import annotations

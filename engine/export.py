@@ -33,20 +33,21 @@ def _iso(us: int) -> str | None:
     return None if us in (NAT, FOREVER) else from_us(int(us)).isoformat()
 
 
-def export_header(store) -> dict:
+def export_header(searcher) -> dict:
+    """The export's header: its format, size, version and what the store was built with."""
     return {
         "format": FORMAT,
-        "documents": int(store._snap.n_docs),
-        "version": int(store.version),
-        "embedder": dict(store._embedder_info),
-        "analyzer": store._analyzer.to_json(),
-        "index": store.index.to_json(),
+        "documents": int(searcher.snapshot.n_docs),
+        "version": int(searcher.version),
+        "embedder": searcher.embedder_info,
+        "analyzer": searcher.analyzer.to_json(),
+        "index": searcher.index.to_json(),
     }
 
 
-def export_rows(store) -> Iterator[dict]:
-    """The export's rows, doc id order (the embedding a float32 numpy vector)."""
-    snap = store._snap
+def export_rows(searcher) -> Iterator[dict]:
+    """The export's rows of a :class:`~mempp.Searcher`'s version, doc id order (the embedding a float32 numpy vector)."""
+    snap = searcher.snapshot
     if snap.has_windows:
         raise ValidationError("this store holds window vectors (a window_stride); export does not carry them yet", field="store")
     if snap.skipped:
@@ -75,56 +76,78 @@ def export_rows(store) -> Iterator[dict]:
             }
 
 
-def write_export(store, out: str | Path) -> int:
-    """Write ``store``'s documents to ``out`` (``.parquet`` or ``.jsonl``); returns the row count."""
+def _schema(header: dict, dim: int):
+    import pyarrow as pa
+
+    sup = pa.list_(pa.struct([("doc_id", pa.int64()), ("effective", pa.string()), ("recorded_at", pa.string())]))
+    return pa.schema(
+        [("doc_id", pa.int64())]
+        + [(n, pa.string()) for n in ("id", "text", "author", "date", "thread", "channel", "source", "meta", "ingested_at", "valid_until")]
+        + [("replaced_by", sup), ("embedding", pa.list_(pa.float32(), dim))],
+        metadata={MARK: json.dumps(header)},
+    )
+
+
+def _tables(searcher) -> Iterator[Any]:
+    """The export as Arrow tables of at most 4096 rows (the Parquet file's schema, its header in the metadata)."""
+    header = export_header(searcher)
+    schema = _schema(header, int(searcher.dim or 0))
+    rows: list[dict] = []
+    for row in export_rows(searcher):
+        row["meta"] = None if row["meta"] is None else json.dumps(row["meta"], ensure_ascii=False, sort_keys=True)
+        rows.append(row)
+        if len(rows) == 4096:
+            yield _table(schema, rows)
+            rows = []
+    if rows or not header["documents"]:
+        yield _table(schema, rows)
+
+
+def export_table(searcher) -> Any:
+    """Every document of a :class:`~mempp.Searcher`'s version as one Arrow table (``Store.export``)."""
+    import pyarrow as pa
+
+    return pa.concat_tables(list(_tables(searcher)))
+
+
+def write_export(searcher, out: str | Path) -> int:
+    """Write a :class:`~mempp.Searcher`'s documents to ``out`` (``.parquet`` or ``.jsonl``); returns the row count."""
     out = str(out)
-    header = export_header(store)
     if out.endswith(".jsonl"):
         n = 0
         with open(out, "w", encoding="utf-8") as f:
-            f.write(json.dumps({MARK: header}) + "\n")
-            for row in export_rows(store):
+            f.write(json.dumps({MARK: export_header(searcher)}) + "\n")
+            for row in export_rows(searcher):
                 row["embedding"] = [float(x) for x in row["embedding"]]  # float32 -> exact decimal, read back bit for bit
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
         return n
     if not out.endswith(".parquet"):
         raise ValidationError(f"{out}: the export is a .parquet or a .jsonl file", field="--out")
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    dim = int(store.dim or 0)
-    sup = pa.list_(pa.struct([("doc_id", pa.int64()), ("effective", pa.string()), ("recorded_at", pa.string())]))
-    schema = pa.schema(
-        [("doc_id", pa.int64())]
-        + [(n, pa.string()) for n in ("id", "text", "author", "date", "thread", "channel", "source", "meta", "ingested_at", "valid_until")]
-        + [("replaced_by", sup), ("embedding", pa.list_(pa.float32(), dim))],
-        metadata={MARK: json.dumps(header)},
-    )
     n = 0
-    with pq.ParquetWriter(out, schema) as writer:
-        rows: list[dict] = []
-        for row in export_rows(store):
-            row["meta"] = None if row["meta"] is None else json.dumps(row["meta"], ensure_ascii=False, sort_keys=True)
-            rows.append(row)
-            if len(rows) == 4096:
-                n += _write(writer, schema, rows, dim)
-                rows = []
-        n += _write(writer, schema, rows, dim)
+    writer = None
+    try:
+        for table in _tables(searcher):
+            if writer is None:
+                writer = pq.ParquetWriter(out, table.schema)
+            writer.write_table(table)
+            n += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
     return n
 
 
-def _write(writer, schema, rows: list[dict], dim: int) -> int:
+def _table(schema, rows: list[dict]):
     import pyarrow as pa
 
-    if not rows:
-        return 0
-    emb = np.stack([r.pop("embedding") for r in rows]).astype(np.float32).reshape(-1)
-    cols = {name: [r[name] for r in rows] for name in schema.names if name != "embedding"}
-    arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "embedding"]
+    dim = schema.field("embedding").type.list_size
+    emb = np.stack([r.pop("embedding") for r in rows]).astype(np.float32).reshape(-1) if rows else np.zeros(0, np.float32)
+    arrays = [pa.array([r[f.name] for r in rows], f.type) for f in schema if f.name != "embedding"]
     arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(emb, pa.float32()), dim))
-    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
-    return len(rows)
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def read_header(path: str | Path) -> dict | None:
@@ -246,7 +269,7 @@ def add_export(store, rows: list[dict], progress=None) -> dict:
 
 
 def _events(store) -> set[tuple[int, int, str]]:
-    snap = store._snap
+    snap = store.searcher().snapshot
     return {(int(o), int(n), _iso(int(e))) for o, n, e in zip(snap.sup_old, snap.sup_new, snap.sup_effective)}
 
 

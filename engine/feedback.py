@@ -23,7 +23,7 @@ applies: the tag leg keeps the lexical order and no feedback runs.
 Owns :func:`feedback_query` and :func:`tag_order`. Reads document embeddings through the
 snapshot's segments, and scores them with the vector leg's exact rescore.
 
-Never imports: candidates, lexical, tags, vector_batch, fusion, planner, threads, store, reads.
+Never imports: candidates, lexical, tags, vector_batch, fusion, planner, threads, store, searcher.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import numpy as np
 
 from mempp.storage import Snapshot
 
-from .vector import _rescore
+from .vector import rescore
 
 FEEDBACK_WEIGHT = 1.0  # the documents' mean vector is added with this weight to the (unit) question vector
 TAG_RRF_C = 60
-TAG_RANKS = ("fused", "lexical")
 
 
 def doc_vectors(snap: Snapshot, docs: np.ndarray) -> np.ndarray:
@@ -64,7 +63,7 @@ def cosines(snap: Snapshot, docs: np.ndarray, qvec: np.ndarray) -> np.ndarray:
     docs = np.asarray(docs, dtype=np.int64)
     order = np.argsort(docs, kind="stable")
     out = np.empty(len(docs), dtype=np.float32)
-    out[order] = _rescore(snap, docs[order], np.ascontiguousarray(qvec, dtype=np.float32))
+    out[order] = rescore(snap, docs[order], np.ascontiguousarray(qvec, dtype=np.float32))
     return out
 
 

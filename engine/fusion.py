@@ -9,7 +9,7 @@ Never imports: candidates, lexical, tags, vector, threads, planner, store.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -49,25 +49,40 @@ def select(
     reserve cannot fill go by fused order. ``k ≤ 3`` makes every slot a reserve
     slot, exactly as the rule reads.
     """
-    order = fused_order(scores)
+    undated = object()
+    by_doc = {d: undated if dates.get(d) is None else dates[d] for d in scores}
+    return select_ranked(fused_order(scores), by_doc, undated, k, reserve)
+
+
+def select_ranked(
+    ranked: Sequence[int], dates: Any, undated: Any, k: int, reserve: bool, qualifies: Callable[[int, int], bool] | None = None
+) -> list[tuple[int, bool]]:
+    """``k`` documents of ``ranked`` (best first): ``(doc, reserved)`` in result order.
+
+    ``dates[doc]``: a document's date, ``undated`` where it has none. With the reserve, the first
+    ``k - 3`` places by list order, the last 3 to the latest-dated (then later-ingested)
+    documents of the rest for which ``qualifies(doc, place)`` holds (None: all; undated
+    documents never), what stays empty by list order.
+    """
     if k <= 0:
         return []
     if not reserve:
-        return [(d, False) for d in order[:k]]
-    n_fused = max(k - RESERVE_SLOTS, 0)
-    chosen = order[:n_fused]
-    taken = set(chosen)
-    dated = [d for d in order[n_fused:] if dates.get(d) is not None]
-    dated.sort(key=lambda d: (-dates[d], -d))
-    picks = dated[: k - n_fused]
-    out = [(d, False) for d in chosen] + [(d, True) for d in picks]
-    taken.update(picks)
-    for d in order[n_fused:]:
+        return [(d, False) for d in ranked[:k]]
+    n_fused = min(max(k - RESERVE_SLOTS, 0), len(ranked))
+    out = [(d, False) for d in ranked[:n_fused]]
+    pool = [
+        d for place, d in enumerate(ranked)
+        if place >= n_fused and dates[d] is not undated and dates[d] != undated and (qualifies is None or qualifies(d, place))
+    ]
+    pool.sort(key=lambda d: (-int(dates[d]), -d))
+    picks = pool[: k - n_fused]
+    out += [(d, True) for d in picks]
+    taken = set(picks)
+    for d in ranked[n_fused:]:
         if len(out) >= k:
             break
         if d not in taken:
             out.append((d, False))
-            taken.add(d)
     return out
 
 

@@ -57,26 +57,26 @@ from mempp.storage import StoreError
 
 from .errors import ValidationError
 from .lexical import query_terms
-from .options import QueryOptions, context_scale
-from .planner import feedback_vector, run
-from .reads import _BATCH_SCHEMA, batch_columns, hit_rows
-from .shards import PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, _top
+from .options import QueryOptions, VectorIndex, context_scale
+from .planner import Given, feedback_vector, run
+from .results import BATCH_SCHEMA, batch_columns, hit_rows
+from .shards import PLAIN, ZSCORED, LegQuery, Moments, Scored, ShardSpec, top
 
 FIRST_TOP = 16  # the first top M of a z-scored leg: 2 x depth + this (max mode certifies with depth + 1 in practice)
 MAX_ROUNDS = 40  # M doubles each round: a leg not certified by then holds every scored document anyway
 
 
-def plan_shards(store, n_shards: int) -> list[ShardSpec]:
-    """Split the open store's version into ``n_shards`` runs of adjacent units with about as many
+def plan_shards(searcher, n_shards: int) -> list[ShardSpec]:
+    """Split a :class:`~mempp.Searcher`'s version into ``n_shards`` runs of adjacent units with about as many
     documents each (fewer when it has fewer units)."""
     if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
         raise ValidationError(f"expected an integer >= 1, got {n_shards!r}", field="shards")
-    snap = store._snap
+    snap = searcher.snapshot
     if snap.skipped:
-        raise StoreError(f"{store.path}: opened with damaged files skipped; sharded scoring needs every unit")
+        raise StoreError(f"{searcher.path}: opened with damaged files skipped; sharded scoring needs every unit")
     entries = snap.segments
     if not entries:
-        raise StoreError(f"{store.path}: an empty store has nothing to shard")
+        raise StoreError(f"{searcher.path}: an empty store has nothing to shard")
     sizes = np.array([e.segment.n for e in entries], dtype=np.int64)
     n = min(n_shards, len(entries))
     ends = np.cumsum(sizes)
@@ -87,14 +87,14 @@ def plan_shards(store, n_shards: int) -> list[ShardSpec]:
         cuts.append(b)
     cuts.append(len(entries))
     names = [e.segment.name for e in entries]
-    links = store._snap.has_threads
+    links = snap.has_threads
     specs = []
     for a, b in zip(cuts[:-1], cuts[1:]):
         lo = entries[a].base
         hi = entries[b - 1].base + entries[b - 1].segment.n
         specs.append(
             ShardSpec(
-                path=str(store.path), version=snap.version, units=tuple(names[a:b]), first_doc=lo, n_docs=hi - lo,
+                path=str(searcher.path), version=snap.version, units=tuple(names[a:b]), first_doc=lo, n_docs=hi - lo,
                 n_global=snap.n_docs, avg_length=snap.avg_length, has_threads=links, has_windows=snap.has_windows,
                 valid_until=np.ascontiguousarray(snap.valid_until[lo:hi]),
             )
@@ -107,16 +107,16 @@ Call = Callable[[str, Sequence[tuple]], list]
 
 
 class Driver:
-    """Answers chunks of queries over the shards of one open store (read-only)."""
+    """Answers chunks of queries over the shards of one :class:`~mempp.Searcher`'s version (read-only)."""
 
-    def __init__(self, store, specs: Sequence[ShardSpec], first_top: int | None = None):
+    def __init__(self, searcher, specs: Sequence[ShardSpec], first_top: int | None = None):
         """``first_top``: the first top M of a z-scored leg (default ``2 x depth + FIRST_TOP``)."""
-        self.store = store
+        self.searcher = searcher
         self.first_top = first_top
-        self.snap = store._snap
+        self.snap = searcher.snapshot
         self.specs = list(specs)
         self.firsts = np.array([s.first_doc for s in specs], dtype=np.int64)
-        self.matcher = store._name_matcher(self.snap)
+        self.matcher = searcher.name_matcher
         n = self.snap.n_docs
         self._scores = np.zeros(n, dtype=np.float32)  # raw scores of fetched documents (zero between uses)
         self._mask = np.zeros(n, dtype=np.uint8)  # their candidate bits
@@ -194,17 +194,18 @@ class Driver:
             if ids is not None:
                 self._mask[ids] = bits  # the thread stage reads the candidate bits of these documents only
             try:
-                chosen, fused, rankings, _ = run(
-                    snap, text, qvecs[j] if has_vec[j] else None, opt, self.matcher, n_cand=n_cand[j], tag_docs=tag_docs[j],
+                given = Given(
+                    n_cand=n_cand[j], tag_docs=tag_docs[j],
                     lexical=lexical[j] if lexical[j] is not None else (np.zeros(0, dtype=np.int64), np.zeros(len(tag_docs[j]))),
-                    vector=vector[j], mask=self._mask, refined=refined[j],
+                    vector=vector[j], mask=self._mask, refined=refined[j], source="shards",
                 )
+                chosen, fused, rankings, _ = run(snap, text, qvecs[j] if has_vec[j] else None, opt, self.matcher, given)
             finally:
                 if ids is not None:
                     self._mask[ids] = 0
             hit_rows(cols, start + j, chosen, fused, rankings)
         cols["key"] = snap.keys_of(np.asarray(cols["doc_id"], dtype=np.int64))
-        out = pa.RecordBatch.from_pydict(cols, schema=_BATCH_SCHEMA)
+        out = pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
         self.driver_s += (time.perf_counter() - t0) - (self.calls_s - waited)
         return out
 
@@ -220,7 +221,7 @@ class Driver:
         pending: dict[tuple[int, str], _ZLeg] = {}
         for j, q in enumerate(queries):
             if q.lexical == PLAIN:
-                ids, _ = _top(*_concat([a[j].lexical for a in answers]), q.opt.depth)
+                ids, _ = top(*_concat([a[j].lexical for a in answers]), q.opt.depth)
                 scores = [a[j].tag_scores for a in answers]
                 lexical[j] = (ids, np.concatenate(scores) if scores else np.zeros(0))
             elif q.lexical == ZSCORED:
@@ -230,7 +231,7 @@ class Driver:
                 else:
                     pending[(j, "lexical")] = z
             if q.vector == PLAIN:
-                vector[j] = _top(*_concat([a[j].vector for a in answers]), q.opt.depth)[0]
+                vector[j] = top(*_concat([a[j].vector for a in answers]), q.opt.depth)[0]
             elif q.vector == ZSCORED:
                 z = _ZLeg("vector", q, [a[j].vector for a in answers], n_cand[j], tag_docs[j], snap)
                 if z.done is not None:
@@ -430,7 +431,7 @@ class _ZLeg:
     def set_tops(self, tops: Sequence[Scored]) -> None:
         # Each shard sent its top M and every tie with its M-th: every document outside the union
         # scores below the union's M-th score t, and so does every one outside its part scoring >= t.
-        self.top_ids, self.top_scores = _top(*_concat(tops), self.m, ties=True)
+        self.top_ids, self.top_scores = top(*_concat(tops), self.m, ties=True)
 
     def neighbourhood(self, prev: np.ndarray, nxt: np.ndarray) -> np.ndarray:
         hops = len(self.betas)
@@ -472,7 +473,7 @@ class _ZLeg:
         self.done = (out_ids[:got].copy(), extra)
 
 
-def chunk_options(store, as_ofs: list, k: int, n_texts: int, kwargs: dict, sharded: bool = False) -> list[QueryOptions]:
+def chunk_options(searcher, as_ofs: list, k: int, n_texts: int, kwargs: dict, sharded: bool = False) -> list[QueryOptions]:
     """Every query's options, checked as ``Store.query_stream`` checks them, and clamped to the store's size.
 
     ``sharded``: a store with an ANN index is refused unless ``vector_index="exact"``: shards scan
@@ -481,12 +482,11 @@ def chunk_options(store, as_ofs: list, k: int, n_texts: int, kwargs: dict, shard
     if kwargs.get("question_dates"):
         raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
     kwargs = {key: v for key, v in kwargs.items() if key != "question_dates"}
-    opts = store._batch_options(as_ofs, k=k, **kwargs)
-    if sharded and opts and opts[0].ann != "exact" and getattr(store._snap, "ann", None):
+    opts = searcher.batch_options(as_ofs, k=k, **kwargs)  # clamped to the version's size
+    if sharded and opts and opts[0].vector_index is not VectorIndex.EXACT and searcher.snapshot.ann:
         raise ValidationError(
             "this store has an ANN index, which segment-sharded scoring does not read: pass vector_index='exact' "
             "(query_batch with it returns the same rows), or score query-parallel",
             field="vector_index",
         )
-    n = max(store._snap.n_docs, 1)
-    return [replace(o, k=min(o.k, n), depth=min(o.depth, n)) if o.k > n or o.depth > n else o for o in opts]
+    return opts

@@ -8,7 +8,7 @@ Owns the checks of a caller's documents and vectors (:func:`prepare_batch`, :fun
 the checked :class:`Row`, and the fingerprints that match a record against what is stored. It
 embeds nothing and writes nothing: the write path calls it, then embeds and commits.
 
-Never imports: store, writes, reads, planner, embedder, onnxruntime.
+Never imports: store, writer, searcher, planner, embedder, onnxruntime.
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ class Row:
     fingerprint: int
 
 
-_UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.split()) would change
+UNNORMALIZED = re.compile(r"\s\s|[^\S ]|^\s|\s$")  # whatever " ".join(text.split()) would change
 
 
 def fingerprint(author: str | None, text: str) -> int:
     """Identity of a re-ingest: the author and the text with whitespace normalized."""
-    norm = " ".join(text.split()) if _unnormalized(text) else text
+    norm = " ".join(text.split()) if unnormalized(text) else text
     # surrogatepass: the same bytes as UTF-8 for every string a stored row can hold; a lone
     # surrogate (refused by the check, or in the author of a record skipped for its empty
     # text) still hashes when fingerprints are computed ahead of the check, rather than raising.
@@ -68,8 +68,8 @@ def fingerprint(author: str | None, text: str) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-def _unnormalized(text: str) -> bool:
-    """Whether ``" ".join(text.split())`` differs from ``text`` (``_UNNORMALIZED`` matches).
+def unnormalized(text: str) -> bool:
+    """Whether ``" ".join(text.split())`` differs from ``text`` (``UNNORMALIZED`` matches).
 
     Every whitespace character but the space is unprintable, so in printable text only
     spaces matter: doubled, leading or trailing. ``str.isprintable`` and ``in`` run at
@@ -77,7 +77,7 @@ def _unnormalized(text: str) -> bool:
     """
     if text.isprintable():
         return "  " in text or text.startswith(" ") or text.endswith(" ")
-    return _UNNORMALIZED.search(text) is not None
+    return UNNORMALIZED.search(text) is not None
 
 
 def _as_mapping(doc: Any, record: int) -> Mapping[str, Any]:
@@ -285,7 +285,7 @@ def prepare_batch(
         return plain, emb
 
     if pool is None:
-        return check(_check_embeddings(embeddings, len(docs), dim))
+        return check(check_embeddings(embeddings, len(docs), dim))
     raw = _embeddings_array(embeddings, len(docs), dim)
     if raw is None:
         return check(None)
@@ -385,7 +385,7 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
             )
         )
     if fps is None:
-        _fingerprint_rows(plain)
+        fingerprint_rows(plain)
     elif plain:
         got = fps.result().tolist()
         for r in plain:
@@ -469,7 +469,7 @@ def record_fingerprints(docs: list[dict], texts: list[str], ascii: Future | None
     return fingerprints([a if type(a) is str else None for a in authors], texts, None if ascii is None else ascii.result())
 
 
-def _fingerprint_rows(rows: list[Row]) -> None:
+def fingerprint_rows(rows: list[Row]) -> None:
     """Set each row's :func:`fingerprint`: for ASCII texts and authors, a compiled pass over all
     of them at once clears the texts whitespace normalization leaves alone (the rest take
     the exact check of :func:`fingerprint`), and hashlib's BLAKE2b hashes those.
@@ -522,10 +522,6 @@ def _date(when: Any, i: int, key: str | None) -> int:
 def check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
     """``n`` embeddings as unit float32 rows of dimension ``dim`` (None passes through); a NaN,
     an infinity or a wrong shape raises :class:`ValidationError`."""
-    return _check_embeddings(embeddings, n, dim)
-
-
-def _check_embeddings(embeddings: Any, n: int, dim: int | None) -> np.ndarray | None:
     emb = _embeddings_array(embeddings, n, dim)
     if emb is None:
         return None

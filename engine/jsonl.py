@@ -4,7 +4,7 @@ Owns the input file formats (:func:`input_format`, :func:`read_jsonl`, :func:`re
 JSON Lines, Parquet and Arrow IPC read in batches, each record labelled with where it came from.
 It only reads: checking the records is ``ingest``'s.
 
-Never imports: ingest, store, writes, mempp.storage.
+Never imports: ingest, store, writer, mempp.storage.
 """
 
 from __future__ import annotations

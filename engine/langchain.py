@@ -8,7 +8,7 @@ query in a worker thread; a store answers queries from several threads at once).
 
 Needs ``langchain-core``; ``import mempp`` never imports this module.
 
-Never imports: cli, planner, reads, writes, mempp.bench, mempp.storage.
+Never imports: cli, planner, searcher, writer, mempp.bench, mempp.storage.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.storage import Snapshot
 
+from .caches import segment_caches, version_caches
 from .options import QueryOptions, context_scale
 
 K1 = 1.2
@@ -27,7 +28,7 @@ B = 0.75
 _buffers = threading.local()
 
 
-def _scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+def scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
     """This thread's BM25 accumulator (float32, all zero between queries) and touched list, of size >= n."""
     scores = getattr(_buffers, "scores", None)
     if scores is None or len(scores) < n:
@@ -112,7 +113,7 @@ def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarr
     else:
         n_global = snap.n_global  # a shard of a store (mempp.shards): the whole store's N
     idf = bm25_idf(n_global, df)
-    full, touched = _scratch(snap.n_docs)
+    full, touched = scratch(snap.n_docs)
     scores = full[: snap.n_docs]
     n = 0
     avgdl = snap.avg_length
@@ -131,7 +132,8 @@ def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarr
 
 def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
     """The snapshot's segment table and term index for the MaxScore kernels (built on first use, kept with the snapshot)."""
-    cached = snap.__dict__.get("_lex_table")
+    caches = version_caches(snap)
+    cached = caches.lex_table
     if cached is None:
         avgdl = snap.avg_length
         table, index, keep = segment_table(
@@ -141,7 +143,7 @@ def _lex_table(snap: Snapshot) -> tuple[np.ndarray, tuple, list]:
                 for p in (e.postings,)
             ]
         )
-        cached = snap.__dict__["_lex_table"] = (table, index, keep)
+        cached = caches.lex_table = (table, index, keep)
     return cached  # keep (the arrays the table holds addresses of): the caller holds it while the kernels run
 
 
@@ -156,10 +158,11 @@ def _lex_scratch() -> tuple[np.ndarray, np.ndarray]:
 
 def _dense_index(entry) -> tuple[np.ndarray, np.ndarray]:
     """The segment's bitsets of common terms (``kernels.maxscore.dense_index``), kept with the entry across snapshots."""
-    cached = entry.__dict__.get("_dense_index")
+    caches = segment_caches(entry)
+    cached = caches.dense_index
     if cached is None or cached[0] is not entry.postings:
         post = entry.postings
-        cached = entry.__dict__["_dense_index"] = (post, dense_index(post.docs, post.starts, post.dfs, entry.segment.n))
+        cached = caches.dense_index = (post, dense_index(post.docs, post.starts, post.dfs, entry.segment.n))
     return cached[1]
 
 

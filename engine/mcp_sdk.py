@@ -5,7 +5,7 @@ these annotations), their output schemas, the text each result shows a model bes
 structured content, and the conversion of the tools' errors into ``ToolError``. Imported only
 when a server is built (``mcp_server.build_server``): it needs the ``mcp`` SDK and pydantic.
 
-Never imports: cli, planner, reads, writes, store, mempp.bench, mempp.storage.
+Never imports: cli, planner, searcher, writer, store, mempp.bench, mempp.storage.
 """
 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.

@@ -15,7 +15,7 @@ store's writer lock is held only while a write runs, so HTTP clients of one serv
 servers on one store (one per stdio client) and ``mempp add`` take turns (``--wait`` seconds
 each). A write is one commit: a server killed in the middle of one leaves the store as it was.
 
-Never imports: cli, planner, writes, reads, versions, mempp.bench, mempp.storage.
+Never imports: cli, planner, writer, searcher, versions, mempp.bench, mempp.storage.
 """
 
 from __future__ import annotations

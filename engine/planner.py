@@ -6,13 +6,13 @@ The stages live in their own modules: ``candidates`` (masks: the temporal rules 
 latest-date reserve), ``feedback`` (the vector leg's second scan, the tag leg's order), ``threads`` (the thread stage and the reserve's rule), ``options`` (:class:`QueryOptions`). Their public names are re-exported
 here for callers of ``mempp.planner``. It must never import the store or the CLI.
 
-Never imports: store, reads, cli, mempp.bench.
+Never imports: store, searcher, cli, mempp.bench.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -32,26 +32,44 @@ from .vector_batch import BATCH_BLOCK, BATCH_KEEP_BASE, BATCH_KEEP_PER_CANDIDATE
 
 __all__ = [
     "B", "BACKGROUND_INDEX_DOCS", "BATCH_BLOCK", "BATCH_KEEP_BASE", "BATCH_KEEP_PER_CANDIDATES", "K1", "KEEP_PER_CANDIDATES",
-    "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
+    "Given", "NameMatcher", "QueryOptions", "RESCORE", "ann_cost_ms", "ann_request", "ann_searches", "candidate_mask", "context_scale", "date_bounds",
     "exact_cost_ms", "feedback_vector", "int8_keep", "lexical_leg", "run", "run_feedback", "text_legs", "tag_leg", "valid_index", "vector_leg", "vector_legs",
 ]
 
 
-def run(
-    snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher,
-    mask: np.ndarray | None = None, vector: np.ndarray | None = None, n_cand: int | None = None,
-    tag_docs: np.ndarray | None = None, lexical: tuple[np.ndarray, np.ndarray] | None = None, refined: bool = False,
-):
+@dataclass(frozen=True)
+class Given:
+    """Legs of one query computed before :func:`run` (every field optional).
+
+    ``mask`` (with ``n_cand``, its count) and ``vector`` (the vector leg's ranking) come from a
+    batch (``Searcher.query_stream``). The shard driver (``mempp.gather``) gives every leg's
+    result gathered from the shards of a store, ``source="shards"``: ``n_cand``, ``tag_docs``
+    (:func:`tag_leg`'s candidates), ``lexical`` (:func:`lexical_leg`'s ranking and the tag
+    documents' scores) and ``vector``; ``mask`` is then not needed. ``refined``: ``vector`` is
+    already the feedback scan's ranking (``mempp.feedback``), so no feedback runs in :func:`run`.
+    """
+
+    mask: np.ndarray | None = None
+    n_cand: int | None = None
+    vector: np.ndarray | None = None
+    tag_docs: np.ndarray | None = None
+    lexical: tuple[np.ndarray, np.ndarray] | None = None
+    refined: bool = False
+    source: str = "batch"  # "batch" or "shards": what explain's methods say of a leg given here
+
+
+NOTHING_GIVEN = Given()
+
+
+def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOptions, matcher: NameMatcher, given: Given = NOTHING_GIVEN):
     """Execute one query; returns ``(selected [(doc, reserved)], fused scores, rankings, plan details)``.
 
-    ``mask`` (with ``n_cand``, its count) and ``vector`` (the vector leg's ranking) may come
-    precomputed from a batch. Distributed scoring (``mempp.distributed``) gives every leg's
-    result, gathered from the shards of a store: ``n_cand``, ``tag_docs`` (:func:`tag_leg`'s
-    candidates), ``lexical`` (:func:`lexical_leg`'s ranking and the tag documents' scores) and
-    ``vector``; ``mask`` is then not needed. ``refined``: ``vector`` is already the feedback
-    scan's ranking (``mempp.feedback``), so no feedback runs here; otherwise feedback (when
-    ``opt.feedback``) rescans the vector leg over ``mask``.
+    ``given``: legs computed elsewhere (:class:`Given`); by default every leg runs here, and
+    feedback (when ``opt.feedback``) rescans the vector leg over the candidates.
     """
+    mask, n_cand, vector = given.mask, given.n_cand, given.vector
+    tag_docs, lexical, refined = given.tag_docs, given.lexical, given.refined
+    gathered = "gathered from shards" if given.source == "shards" else None
     t0 = time.perf_counter()
     if mask is None and (n_cand is None or tag_docs is None):
         mask = candidate_mask(snap, opt)
@@ -68,7 +86,7 @@ def run(
 
     if _runs_lexical(weights, tag_docs, n_cand, question):
         t = time.perf_counter()
-        linfo: dict = {} if lexical is None else {"method": "gathered from shards"}
+        linfo: dict = {} if lexical is None else {"method": gathered or "given"}
         lex, tag_scores = lexical if lexical is not None else lexical_leg(snap, question, mask, n_cand, opt, tag_docs, linfo)
         if weights["lexical"]:
             rankings["lexical"] = lex
@@ -88,7 +106,7 @@ def run(
         timings["tag"] = tag_ms
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
-        vinfo: dict = {"method": "batch matrix product, exact rescore" if lexical is None else "gathered from shards"}
+        vinfo: dict = {"method": "batch matrix product, exact rescore" if gathered is None else gathered}
         rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
         if opt.feedback and not refined:
             _, first = fuse(rankings, weights, snap.dates, NAT, 0, False)
@@ -97,7 +115,7 @@ def run(
                 rankings["vector"] = vector_leg(snap, fvec, mask, opt, None)
                 vinfo["feedback"] = used
         elif refined:
-            vinfo["feedback"] = "gathered from shards"
+            vinfo["feedback"] = gathered or "given"
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
@@ -160,9 +178,7 @@ def feedback_vector(
     fusion :func:`run` makes of the given legs (no thread stage, no reserve), for callers that
     scan the vector leg again themselves (a batch, the shards)."""
     first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
-    _, fused, _, _ = run(
-        snap, question, qvec, first, matcher, mask=mask, vector=vector, n_cand=n_cand, tag_docs=tag_docs, lexical=lexical,
-    )
+    _, fused, _, _ = run(snap, question, qvec, first, matcher, Given(mask=mask, n_cand=n_cand, vector=vector, tag_docs=tag_docs, lexical=lexical))
     return feedback_query(snap, qvec, fused_order(fused)[: opt.feedback])
 
 

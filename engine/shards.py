@@ -19,7 +19,7 @@ changes a score. :class:`Shard` answers a driver's rounds for a chunk of queries
 No Ray here: a Ray actor holds a :class:`Shard` (``mempp.distributed``), and the tests also run
 one in-process. Owns opening a shard and a shard's work. Must never rank across shards.
 
-Never imports: store, reads, planner, fusion, gather, distributed, ray.
+Never imports: store, searcher, planner, fusion, gather, distributed, ray.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from .candidates import candidate_mask
 from .lexical import bm25_touched, lexical_doc_scores, lexical_top_scored
 from .options import QueryOptions
 from .tags import tag_leg
-from .vector import _rescore, dense_scores, vector_leg
+from .vector import rescore, dense_scores, vector_leg
 from .vector_batch import vector_legs
 from .versions import pinned
 
@@ -180,7 +180,7 @@ class _Kept:
         self.vector: dict[int, np.ndarray] = {}  # query -> dense float32 scores over the shard
 
 
-def _top(ids: np.ndarray, scores: np.ndarray, m: int, ties: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def top(ids: np.ndarray, scores: np.ndarray, m: int, ties: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The best ``m`` of ``ids`` by score, ties to the higher id (the heaps' order), best first;
     with ``ties``, also every further one scoring as the ``m``-th (so that all others score less)."""
     if m <= 0 or len(ids) == 0:
@@ -239,7 +239,7 @@ class Shard:
                 if got is None:  # not certified by the batch scan: the single query's exact scan
                     got = vector_leg(view, qvecs[j], masks[j], queries[j].opt)
                 ids = np.sort(np.asarray(got, dtype=np.int64))
-                out[j].vector = Scored(ids + lo, _rescore(view, ids, qvecs[j]))
+                out[j].vector = Scored(ids + lo, rescore(view, ids, qvecs[j]))
         for j, q in enumerate(queries):
             if q.vector == PLAIN and out[j].vector is None:
                 out[j].vector = Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
@@ -269,12 +269,12 @@ class Shard:
 
     def _lexical_top(self, kept: _Kept, j: int, m: int) -> Scored:
         ids, vals = kept.lexical[j]
-        top_ids, top_scores = _top(ids, vals, m, ties=True)
+        top_ids, top_scores = top(ids, vals, m, ties=True)
         return Scored(top_ids + self.lo, top_scores)
 
     def _vector_top(self, kept: _Kept, j: int, m: int) -> Scored:
         cands = np.flatnonzero(kept.masks[j]).astype(np.int64)
-        top_ids, top_scores = _top(cands, kept.vector[j][cands], m, ties=True)
+        top_ids, top_scores = top(cands, kept.vector[j][cands], m, ties=True)
         return Scored(top_ids + self.lo, top_scores)
 
     def top(self, chunk: int, wants: Sequence[tuple[int, str, int]]) -> list[Scored]:

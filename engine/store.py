@@ -1,39 +1,34 @@
 """``mempp.Store``: the one entry object. Open a directory, add documents, ask questions as of a date.
 
-The class is assembled from three parts, each in its own module: the write path
-(``writes.py``: add, supersede, ANN indexes, merging), the read path (``reads.py``: query,
-bulk scoring) and time travel (``versions.py``: opening an earlier version, the list of
-versions). This module opens and closes a store and reads single records.
+A thin facade over the two objects that do the work (docs/DESIGN.md §6): a :class:`~mempp.Writer`
+(``writer.py``: the lock, commits, supersessions, merges, ANN builds, group commit) and the
+current :class:`~mempp.Searcher` (``searcher.py``: every read, pinned to one version). Each
+commit of the writer, and :meth:`Store.refresh`, moves the store to a new searcher; a searcher
+already handed out keeps its version.
 
-Owns :class:`Store` itself: opening (the directory's layout checked, the writer's lock, the
-embedder and config checked against the manifest), the pinned snapshot and ``refresh``,
-residency and merges waited for, single-record reads (``get``, ``history``, ``stats``) and
-closing. The CLI and the benchmarks sit on top of it.
+Owns: opening (the directory's layout checked, the embedder and config checked against the
+manifest, recovery from a lost ``CURRENT``), which version is current, residency, and closing.
 
 Never imports: cli, demo, mempp.bench, onnxruntime, tokenizers.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, Callable
 
 from mempp.storage import (
-    FOREVER,
-    NAT,
     Analyzer,
     CorruptStoreError,
     Snapshot,
     StoreError,
     Vanished,
-    WriterLock,
     read_pointer,
     read_state,
 )
@@ -47,27 +42,45 @@ from mempp.storage.fsutil import fsync_dir
 from mempp.storage.resident import Residency
 
 from .config import IndexConfig
-from .dates import from_us
+from .docindex import DocIndex
 from .embedder import DEFAULT_MODEL, Embedder, describe, embedder_for, model_label, model_spec, same_model
-from .errors import DocumentNotFound, EmbedderError, ValidationError
-from .ingest import FingerprintIndex
-from .planner import NameMatcher
-from .reads import ReadPath
-from .types import Record
-from .versions import VersionsMixin, pinned
-from .merging import BackgroundMerges, MergePath
-from .supersession import SupersedePath
-from .writes import WritePath
+from .errors import EmbedderError, ValidationError
+from .searcher import Searcher
+from .versions import pinned
+from .compaction import MERGE_MODES
+from .writer import Writer
 
 # The manifest record of a new store opened without an embedder (embedder.DEFAULT_MODEL).
 DEFAULT_EMBEDDER = model_spec(DEFAULT_MODEL).describe()
 OPEN_RETRY_SECONDS = 60.0  # a reader that finds a file gone re-reads CURRENT while it keeps moving (a
 # writer merged the file away), for at most this long: each retry sees a newer version, so it only
 # repeats while a writer commits and merges faster than this reader can map one version
-MERGE_MODES = ("background", "manual")
 
 
-class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
+def _read(name: str):
+    """A read of :class:`Store`: the current searcher's method ``name``."""
+    method = getattr(Searcher, name)
+
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        self.check_open()
+        return method(self._searcher, *args, **kwargs)
+
+    return read
+
+
+def _write(name: str):
+    """A write of :class:`Store`: the writer's method ``name``."""
+    method = getattr(Writer, name)
+
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        return method(self.writer, *args, **kwargs)
+
+    return write
+
+
+class Store:
     """A mempp store: a directory of immutable segments and version files.
 
     >>> import mempp, tempfile
@@ -87,45 +100,53 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         index: IndexConfig,
         resident: bool = True,
         merge: str = "background",
+        *,
+        recovered: str | None = None,
+        on_corrupt: str = "raise",
+        lock_timeout: float | None = None,
+        pinned_at: bool = False,
     ):
+        """Use :meth:`Store.open`."""
         self.path = path
         meta = snapshot.meta
         self.index = IndexConfig.from_json(meta["index"]) if meta.get("index") else index
-        self._snap = snapshot
         # A shipped model named by a string is loaded on first use, like the store's own.
         want = model_spec(embedder).describe() if isinstance(embedder, str) else describe(embedder) if embedder is not None else None
-        self._embedder = None if isinstance(embedder, str) else embedder
         self.read_only = read_only
         self._analyzer = snapshot.analyzer or analyzer
-        self._lock = WriterLock(path)
         self._closed = False
-        self._broken: str | None = None  # set when an fsync failed: no more writes until reopened
-        self._recovered: str | None = None  # opened at the newest whole version: no writes until repaired
-        self._stale = False  # a write failed: the next one reads the newest version from disk first
-        self._lock_timeout: float | None = None  # seconds the first write waits for another writer's lock
-        self._on_corrupt = "raise"
-        self._matcher: tuple[int, NameMatcher] | None = None
-        self._pinned = False  # opened at a version / as_known_at: refresh() keeps it there
+        self._recovered = recovered  # opened at the newest whole version: no writes until repaired
+        self._on_corrupt = on_corrupt
+        self._pinned = pinned_at  # opened at a version / as_known_at: refresh() keeps it there
         self._resident = resident  # copy the int8 vectors off the file mapping on the first query
-        self._residency = Residency()
+        self.residency = Residency()
         self._resident_seen: Snapshot | None = None  # the last snapshot offered to the residency
-        # Guards the snapshot swap and the lazily extended key indexes below, so that several
-        # threads may query, get and refresh one Store at once.
-        self._state = threading.RLock()
-        self._write_mutex = threading.Lock()  # one writing thread at a time (the group commit's leader)
-        self._queue_lock = threading.Lock()
-        self._queue: list = []  # add calls waiting for the next commit
-        self._merge_lock = threading.Lock()  # one merge at a time
-        self._merge_mode = merge
-        self._merges = BackgroundMerges(self)
-        # Writer-side indexes, extended lazily up to _indexed docs: key -> doc ids; fingerprints.
-        self._keys: dict[str, list[int]] = {}
-        self._fps = FingerprintIndex()
-        self._indexed = 0
+        self._swap = threading.Lock()  # one snapshot swap at a time (refresh, a commit's publication)
         info = meta.get("embedder")
         if want is not None and info is not None and not same_model(info, want):
             raise EmbedderError(f"{path}: store was built with {model_label(info)}; got {model_label(want)}")
         self._embedder_info = info or want or dict(DEFAULT_EMBEDDER)
+        self._embedder = _LazyEmbedder(path, self._embedder_info, None if isinstance(embedder, str) else embedder)
+        self._docs = DocIndex()  # key -> doc ids and fingerprints, shared by every searcher and the writer
+        self._searcher = self._searcher_of(snapshot)
+        self.writer = Writer(
+            self, self._adopt, self._docs, embedder_info=self._embedder_info, analyzer=self._analyzer, index=self.index,
+            read_only=read_only, recovered=recovered, lock_timeout=lock_timeout, on_corrupt=on_corrupt, merge=merge,
+        )
+
+    def _searcher_of(self, snap: Snapshot) -> Searcher:
+        # No reference back to this Store (its searchers, writer and threads hold it weakly): a
+        # Store dropped without close() frees its mapped files at once, not at the next GC cycle.
+        return Searcher(
+            self.path, snap, embedder=self._embedder.get, embedder_info=self._embedder_info, analyzer=self._analyzer,
+            index=self.index, docs=self._docs, on_query=_weakly(self._warm),
+        )
+
+    def _adopt(self, snap: Snapshot) -> None:
+        """Make ``snap`` (newer than the current version) the current one."""
+        with self._swap:
+            if snap.version > self._searcher.version or self._searcher.snapshot.state is None:
+                self._searcher = self._searcher_of(snap)
 
     # --- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -185,7 +206,7 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             raise ValidationError(f"expected a number of seconds >= 0 or None, got {lock_timeout!r}", field="lock_timeout")
         if not isinstance(resident, bool):
             raise ValidationError(f"expected True or False, got {resident!r}", field="resident")
-        if merge not in MERGE_MODES:
+        if merge not in MERGE_MODES:  # checked before anything is created
             raise ValidationError(f"expected one of {list(MERGE_MODES)}, got {merge!r}", field="merge")
         if isinstance(embedder, str):
             model_spec(embedder)  # an unknown name fails before anything is created
@@ -201,39 +222,34 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
             check_is_store(path)
         check_layout(path)
         pinned_at = version is not None or as_known_at is not None
-        recovered: str | None = None
-        lost_ok = False  # with on_corrupt="skip": a missing segment (no writer's doing) is skipped too
-        deadline = time.monotonic() + OPEN_RETRY_SECONDS
-        while True:
-            tried = _pointed_version(path)  # CURRENT before the read: a file gone is a loss unless CURRENT moved
-            try:
-                state, recovered = _current_state(path, tried)
-                cut = None
-                if pinned_at:
-                    state, cut = pinned(path, state, version, as_known_at)
-                    read_only = True
-                check_manifest_names(path, state)
-                if state is not None and analyzer is not None and Analyzer.from_json(state.meta["analyzer"]) != analyzer:
-                    raise StoreError(f"{path}: store was indexed with analyzer {state.meta['analyzer']}, not {analyzer.to_json()}")
-                if state is not None and index is not None and IndexConfig.from_json(state.meta.get("index")) != index:
-                    raise StoreError(f"{path}: store was indexed with {state.meta.get('index')}, not {index.to_json()}")
-                snapshot = Snapshot(path, state, on_corrupt=on_corrupt, cut=cut, lost_ok=lost_ok)
-                break
-            except Vanished:
-                if _moved(path, tried) and time.monotonic() <= deadline:
-                    continue
-                if on_corrupt == "skip" and not lost_ok:
-                    lost_ok = True
-                    continue
-                raise
+        read_only = read_only or pinned_at
+        lost_ok = [False]  # with on_corrupt="skip": a missing segment (no writer's doing) is skipped too
+
+        def attempt(tried: int | None) -> tuple[Snapshot, str | None]:
+            state, recovered = _current_state(path, tried)
+            cut = None
+            if pinned_at:
+                state, cut = pinned(path, state, version, as_known_at)
+            check_manifest_names(path, state)
+            if state is not None and analyzer is not None and Analyzer.from_json(state.meta["analyzer"]) != analyzer:
+                raise StoreError(f"{path}: store was indexed with analyzer {state.meta['analyzer']}, not {analyzer.to_json()}")
+            if state is not None and index is not None and IndexConfig.from_json(state.meta.get("index")) != index:
+                raise StoreError(f"{path}: store was indexed with {state.meta.get('index')}, not {index.to_json()}")
+            return Snapshot(path, state, on_corrupt=on_corrupt, cut=cut, lost_ok=lost_ok[0]), recovered
+
+        def skip_lost() -> bool:
+            if on_corrupt == "skip" and not lost_ok[0]:
+                lost_ok[0] = True
+                return True
+            return False
+
+        snapshot, recovered = _retrying(path, attempt, skip_lost)
         if recovered is not None:
             warnings.warn(recovered, StoreRecoveredWarning, stacklevel=2)
-        store = cls(path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge)
-        store._on_corrupt = on_corrupt
-        store._lock_timeout = lock_timeout
-        store._pinned = pinned_at
-        store._recovered = recovered
-        return store
+        return cls(
+            path, snapshot, embedder, read_only, analyzer or Analyzer(), index or IndexConfig(), resident, merge,
+            recovered=recovered, on_corrupt=on_corrupt, lock_timeout=lock_timeout, pinned_at=pinned_at,
+        )
 
     def refresh(self) -> int:
         """Move to the newest committed version (others' commits become visible); returns it.
@@ -242,58 +258,51 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         backwards. Safe to call while other threads query: each query runs on the snapshot it
         started with.
         """
-        self._check_open()
+        self.check_open()
         if self._pinned:
-            return self._snap.version
+            return self._searcher.version
         check_layout(self.path)
-        deadline = time.monotonic() + OPEN_RETRY_SECONDS
-        while True:
+
+        def attempt(tried: int | None) -> int:
+            current = self._searcher
             pointer = read_pointer(self.path)
-            if pointer is None or pointer[0] <= self._snap.version:
-                return self._snap.version
-            try:
-                state = read_state(self.path)
-                check_manifest_names(self.path, state)
-                with self._state:
-                    if state is not None and state.version > self._snap.version:
-                        self._snap = Snapshot(self.path, state, previous=self._snap, on_corrupt=self._on_corrupt)
-                    return self._snap.version
-            except Vanished:
-                if time.monotonic() > deadline or not _moved(self.path, pointer[0]):
-                    raise
+            if pointer is None or pointer[0] <= current.version:
+                return current.version
+            state = read_state(self.path)
+            check_manifest_names(self.path, state)
+            if state is not None and state.version > current.version:
+                self._adopt(Snapshot(self.path, state, previous=current.snapshot, on_corrupt=self._on_corrupt))
+            return self._searcher.version
+
+        return _retrying(self.path, attempt)
 
     def verify(self) -> dict:
         """Check every file of every retained version against its manifest (``mempp verify``):
         ``{"clean", "version", "files", "problems": [{"file", "problem", "kind"}], "newest_whole"}``.
         Reads the files on disk now, whatever version this Store holds (storage/recovery.py)."""
-        self._check_open()
+        self.check_open()
         return verify_store(self.path)
 
     def close(self) -> None:
         if self._closed:
             return
-        self._close_writes()
-        self._residency.close()
-        self._lock.release()
+        self.writer.close()
+        self.residency.close()
         self._closed = True
 
     def make_resident(self, wait: bool = True, timeout: float | None = None) -> bool:
         """Copy the current version's int8 vectors into memory on huge pages now (see ``open``'s
         ``resident``), rather than in the background after the first query. ``wait``: block until
         done or ``timeout`` seconds; returns whether no copy is left under way."""
-        self._check_open()
-        self._residency.offer(self._snap.segments)
-        return self._residency.wait(timeout if wait else 0)
-
-    def wait_merges(self, timeout: float | None = None) -> bool:
-        """Wait until the background merges are done (none under way or due); True when so."""
-        return self._merges.wait(timeout)
+        self.check_open()
+        self.residency.offer(self._searcher.snapshot.segments)
+        return self.residency.wait(timeout if wait else 0)
 
     def _warm(self, snap: Snapshot) -> None:
         """On a query: offer a snapshot's segments to the background copier, once per snapshot."""
         if self._resident and self._resident_seen is not snap:
             self._resident_seen = snap
-            self._residency.offer(snap.segments)
+            self.residency.offer(snap.segments)
 
     def __enter__(self) -> "Store":
         return self
@@ -301,126 +310,70 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise ``StoreError`` when this Store is closed."""
         if self._closed:
             raise StoreError(f"{self.path}: store is closed")
 
     # --- properties ------------------------------------------------------------------------------
+    def searcher(self) -> Searcher:
+        """The :class:`~mempp.Searcher` of the current version: every read of this Store is its.
+        It stays at that version whatever is committed later (hold it to read one version
+        throughout); call again after a write or :meth:`refresh` for the newer one."""
+        self.check_open()
+        return self._searcher
+
     @property
     def version(self) -> int:
-        return self._snap.version
+        return self._searcher.version
 
     @property
     def dim(self) -> int:
         return int(self._embedder_info["dim"])
 
     @property
+    def embedder_info(self) -> dict:
+        """The manifest's record of the store's embedder (model id, dimension, window, sha256)."""
+        return dict(self._embedder_info)
+
+    @property
+    def embedder_loaded(self) -> bool:
+        """Whether the embedder is in memory (a named model loads on first use: the first query or add that embeds)."""
+        return self._embedder.loaded
+
+    @property
     def embedder(self) -> Embedder:
         """The embedder, loaded on first use."""
-        if self._embedder is None:
-            self._embedder = embedder_for(self._embedder_info)
-            if self._embedder is None:
-                raise EmbedderError(
-                    f"{self.path}: store was built with embeddings from {self._embedder_info['model_id']!r}; "
-                    "pass that embedder to Store.open, or pass embedding= / embeddings= yourself"
-                )
-        return self._embedder
+        return self._embedder.get()
 
     def __len__(self) -> int:
-        return self._snap.n_docs
+        return len(self._searcher)
 
-    # --- reading single records -------------------------------------------------------------------
-    def get(self, ref: str | int) -> Record:
-        """The stored document: by key (its active version, else its newest) or by doc id."""
-        self._check_open()
-        with self._state:  # one snapshot for the lookup and the record
-            return self._record(self._resolve(ref, "id"))
+    # --- reads: the current searcher's --------------------------------------------------------------
+    query = _read("query")
+    search = _read("query")
+    explain = _read("explain")
+    query_batch = _read("query_batch")
+    query_stream = _read("query_stream")
+    get = _read("get")
+    history = _read("history")
+    authors = _read("authors")
+    documents = _read("documents")
+    replacements = _read("replacements")
+    export = _read("export")
+    versions = _read("versions")
 
-    def history(self, key: str) -> list[Record]:
-        """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none."""
-        self._check_open()
-        if not isinstance(key, str):
-            raise ValidationError(f"expected a key (str), got {type(key).__name__}", field="key")
-        with self._state:
-            self._index_keys()
-            docs = self._keys.get(key)
-            if not docs:
-                raise DocumentNotFound(f"no document with id {key!r}")
-            return [self._record(d) for d in docs]
-
-    def authors(self) -> list[str]:
-        """Every author name stored in the version this Store holds, in the order first seen."""
-        self._check_open()
-        return list(self._snap.authors.names)
-
-    def documents(self, *, as_of: Any = None, authors: Any = None) -> list[Record]:
-        """The documents of this version in doc id order: all of them (superseded ones too, each
-        with its ``valid_until``), or with ``as_of`` those valid at that date (undated ones
-        excluded, as a query's candidates are); ``authors``: only theirs (case-insensitive)."""
-        from .candidates import author_names
-        from .reads import _date_arg, _names
-
-        self._check_open()
-        snap = self._snap
-        keep = np.ones(snap.n_docs, dtype=bool)
-        theta = _date_arg(as_of, "as_of", end_of_day=True)
-        if theta is not None:
-            keep &= (snap.dates != NAT) & (snap.dates <= theta) & (snap.valid_until > theta)
-        names = _names(authors, "authors")
-        if names is not None:
-            codes = [snap.authors.index[n] for n in author_names(snap.authors, names)]
-            keep &= np.isin(snap.authors.codes, np.asarray(codes, dtype=np.int32))
-        keep &= snap.valid_until != NAT  # documents of a skipped (unreadable) segment
-        docs = np.flatnonzero(keep).tolist()
-        return [self._record(d, snap=snap, row=r) for d, r in zip(docs, snap.rows(docs))]
-
-    def replacements(self, ref: str | int) -> list[dict[str, Any]]:
-        """The supersessions of one document (by key: its active version, else its newest; or
-        a doc id), earliest effective first: ``{"doc_id", "key", "effective", "recorded_at"}``
-        of each document that replaces it, from ``effective`` on."""
-        self._check_open()
-        with self._state:
-            doc = self._resolve(ref, "id")
-            snap = self._snap
-            old, new, eff, rec = snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded
-            idx = np.flatnonzero(np.asarray(old) == doc) if len(old) else []
-            out = [
-                {
-                    "doc_id": int(new[i]),
-                    "key": snap.row(int(new[i]))["key"],
-                    "effective": from_us(int(eff[i])).isoformat(),
-                    "recorded_at": from_us(int(rec[i])).isoformat(),
-                }
-                for i in idx
-            ]
-        return sorted(out, key=lambda e: (e["effective"], e["doc_id"]))
-
-    def export(self) -> "Any":
-        """Every document of this version as one Arrow table that ``add`` rebuilds the same store
-        from (``mempp.export``; the columns: docs/API.md, *Export*)."""
-        from .export import export_table
-
-        self._check_open()
-        return export_table(self)
-
-    def _record(self, doc: int, cls=Record, snap: Snapshot | None = None, row: dict | None = None, **extra: Any) -> Any:
-        snap = snap or self._snap
-        r = row if row is not None else snap.row(doc)
-        vu = int(snap.valid_until[doc])
-        return cls(
-            doc_id=doc,
-            key=r["key"],
-            text=r["text"],
-            author=r["author"],
-            date=r["date"],
-            ingested_at=r["ingested_at"],
-            thread=r["thread"],
-            channel=r["channel"],
-            source=r["source"],
-            meta=json.loads(r["meta"]) if r["meta"] else {},
-            valid_until=None if vu == FOREVER else from_us(vu),
-            **extra,
-        )
+    # --- writes: the writer's -----------------------------------------------------------------------
+    add = _write("add")
+    supersede = _write("supersede")
+    supersede_many = _write("supersede_many")
+    build_ann = _write("build_ann")
+    merge = _write("merge")
+    wait_merges = _write("wait_merges")
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes of the version this Store holds (one snapshot, as a query reads).
@@ -429,43 +382,60 @@ class Store(WritePath, SupersedePath, MergePath, ReadPath, VersionsMixin):
         version: a file another process removes while it is counted (a writer's temporary
         file, a segment merged away) counts as gone, never as an error.
         """
-        self._check_open()
-        snap = self._snap
-        size = _bytes_on_disk(self.path)
-        valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
-        unreadable = int(np.count_nonzero(snap.valid_until == NAT)) if snap.n_docs else 0  # in skipped segments
-        dated = snap.dates[snap.dates != NAT]
-        return {
-            "path": str(self.path),
-            "version": snap.version,
-            "documents": snap.n_docs - unreadable,
-            "active": valid_now,
-            "superseded": snap.n_docs - unreadable - valid_now,
-            "unreadable": unreadable,
+        self.check_open()
+        base = self._searcher.stats()
+        merges = self.writer.compaction
+        extra = {
             "recovered": self._recovered,
-            "supersessions": int(len(snap.sup_old)),
-            "undated": int(snap.n_docs - len(dated)),
-            "first_date": from_us(int(dated.min())).isoformat() if len(dated) else None,
-            "last_date": from_us(int(dated.max())).isoformat() if len(dated) else None,
-            "authors": len(snap.authors.names),
-            "threads": len(snap.threads.names),
-            "terms": snap.n_terms,
-            "segments": len(snap.segments),
-            "format": snap.state.format if snap.state is not None else None,
-            "merges": self._merges.done,
-            "merge_error": None if self._merges.error is None else str(self._merges.error),
-            "embedder": dict(self._embedder_info),
-            "analyzer": self._analyzer.to_json(),
-            "index": self.index.to_json(),
-            "window_vectors": int(sum(len(e.window_rows) for e in snap.segments if e.window_rows is not None)),
-            "bytes_on_disk": size,
-            "skipped": list(snap.skipped),
-            "rebuilt": list(snap.rebuilt),
-            "int8_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)),
-            "resident_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8_state == "resident")),
-            "resident_errors": list(self._residency.errors),
+            "merges": merges.done,
+            "merge_error": None if merges.error is None else str(merges.error),
+            "bytes_on_disk": _bytes_on_disk(self.path),
+            "resident_errors": list(self.residency.errors),
         }
+        order = [
+            "path", "version", "documents", "active", "superseded", "unreadable", "recovered", "supersessions", "undated",
+            "first_date", "last_date", "authors", "threads", "terms", "segments", "format", "merges", "merge_error", "embedder",
+            "analyzer", "index", "window_vectors", "bytes_on_disk", "skipped", "rebuilt", "int8_bytes", "resident_bytes",
+            "resident_errors",
+        ]
+        both = {**base, **extra}
+        return {key: both[key] for key in order}
 
+
+class _LazyEmbedder:
+    """A store's embedder, loaded on first use, shared by the store and its searchers."""
+
+    def __init__(self, path: Path, info: dict, given: Embedder | None) -> None:
+        self._path, self._info, self._embedder = path, info, given
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._embedder is not None
+
+    def get(self) -> Embedder:
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = embedder_for(self._info)
+                    if self._embedder is None:
+                        raise EmbedderError(
+                            f"{self._path}: store was built with embeddings from {self._info['model_id']!r}; "
+                            "pass that embedder to Store.open, or pass embedding= / embeddings= yourself"
+                        )
+        return self._embedder
+
+
+def _weakly(method: Callable) -> Callable:
+    """``method`` called through a weak reference to its object (a no-op once the object is gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(*args)
+
+    return call
 
 
 def _current_state(path: Path, tried: int | None):
@@ -525,6 +495,23 @@ def _pointed_version(path: Path) -> int | None:
     except CorruptStoreError:
         return None
     return None if pointer is None else pointer[0]
+
+
+def _retrying(path: Path, attempt: Callable[[int | None], Any], fallback: Callable[[], bool] | None = None) -> Any:
+    """``attempt(tried)`` (``tried``: the version ``CURRENT`` named before it read), again while a
+    file it found gone was a writer's doing (``CURRENT`` moved meanwhile: the file was merged
+    away), for at most ``OPEN_RETRY_SECONDS``; or when ``fallback()`` says to try once more."""
+    deadline = time.monotonic() + OPEN_RETRY_SECONDS
+    while True:
+        tried = _pointed_version(path)  # CURRENT before the read: a file gone is a loss unless CURRENT moved
+        try:
+            return attempt(tried)
+        except Vanished:
+            if _moved(path, tried) and time.monotonic() <= deadline:
+                continue
+            if fallback is not None and fallback():
+                continue
+            raise
 
 
 def _moved(path: Path, tried: int | None) -> bool:

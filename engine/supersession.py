@@ -1,5 +1,5 @@
-"""Supersessions: the one rule every write path records them by (:func:`plan`), and the
-supersession-only writes :meth:`SupersedePath.supersede` and ``supersede_many``.
+"""Supersessions: the one rule every write path records them by (:func:`plan`); the writes that
+call it are ``Writer.add``, ``Writer.supersede`` and ``supersede_many`` (``writer.py``).
 
 Owns the rule (README, *Temporal rules*): which supersession events a write records and which
 it refuses. ``Store.add`` (Python, ``mempp add`` of JSONL, Parquet or Arrow, a table from
@@ -19,21 +19,21 @@ the input:
   ``backdate=True``; a replacement that is itself superseded at or before the date it takes
   over (a cycle, or a replacement already replaced: neither would be valid from then on).
 
-Validity at a date is ``candidates.py``'s; documents themselves are ``writes.py``'s.
+Validity at a date is ``candidates.py``'s; documents themselves are ``batches.py``'s.
 
-Never imports: reads, planner, fusion, lexical, vector, merging, writes, onnxruntime.
+Never imports: searcher, writer, planner, fusion, lexical, vector, compaction, onnxruntime.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right, insort
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
-from mempp.storage import FOREVER, NAT, CommitBatch, now_us
+from mempp.storage import FOREVER, NAT
 
-from .dates import iso, to_us
-from .errors import DocumentNotFound, ValidationError
+from .dates import iso
+from .errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,78 +299,3 @@ def _find_cycle(events: list[tuple[int, int, int]]) -> list[int] | None:
                 path.append(n)
                 stack.append(iter(succ.get(n, ())))
     return None
-
-
-class SupersedePath:
-    """The supersession methods of a :class:`~mempp.Store` (a mixin beside :class:`~mempp.writes.WritePath`)."""
-
-    def supersede(self, old: str | int, new: str | int, effective: Any = None, *, backdate: bool = False) -> None:
-        """Record that ``new`` replaces ``old`` from ``effective`` on (default: ``new``'s date).
-
-        ``old`` and ``new`` are keys (the active version) or doc ids. Nothing is deleted:
-        ``old`` stays the answer for questions as of dates before ``effective``.
-
-        Refused (``ValidationError``, nothing written), so that a record never loses every
-        version where it had one (the rule of :func:`plan`):
-        - ``new`` is itself superseded at or before ``effective`` (a cycle, or a replacement
-          already replaced): from then on neither would be valid;
-        - ``effective`` is before ``old``'s own date (``old`` would never have been valid) or
-          before ``new``'s (neither would be valid in between), unless ``backdate=True``.
-        A mistaken supersession is corrected by adding a new version, never by deleting one.
-        """
-        self._supersede([(old, new, effective)], many=False, backdate=backdate)
-
-    def supersede_many(self, events: Iterable[tuple], *, backdate: bool = False) -> None:
-        """Record many supersessions ``(old, new[, effective])`` as one commit (all or none).
-
-        Each event as in :meth:`supersede`, checked against every other of the same call
-        whatever their order; the first bad one raises a ``ValidationError`` naming its index
-        (``record``) and nothing is written.
-        """
-        self._supersede(events, many=True, backdate=backdate)
-
-    def _check_supersessions(self, entries: Sequence[tuple], backdate: bool = False) -> None:
-        """Raise the ``ValidationError`` :func:`plan` gives for new documents ``entries``
-        (``(record, name, key, date µs or None, supersedes)``, in input order) added to the current
-        version, naming each record by ``name`` (``FILE:LINE``): ``mempp add`` checks a whole file
-        this way before its first commit. Writes nothing."""
-        now = now_us()
-        first = len(self)
-        items = [
-            Item(first + i, record, key, date if date is not None else now, date is not None, sups, backdate, name)
-            for i, (record, name, key, date, sups) in enumerate(entries)
-        ]
-        try:
-            plan(self._store_view(), items, recorded=now, backdate=backdate)
-        except ValidationError as exc:
-            it = next((x for x in items if x.record == exc.record), None)
-            raise ValidationError(f"{it.name if it else exc.record}: field {exc.field!r}: {exc.message}") from None
-
-    def _supersede(self, events: Iterable[tuple], many: bool, backdate: bool = False) -> None:
-        with self._write_mutex:
-            self._check_writable()
-            self._begin_write()
-            recorded = now_us()
-            todo = []
-            for i, event in enumerate(events):
-                if not isinstance(event, (tuple, list)) or len(event) not in (2, 3):
-                    raise ValidationError("expected (old, new) or (old, new, effective)", field="event", record=i)
-                old, new, effective = (*event, None) if len(event) == 2 else event
-                where = i if many else None
-                try:
-                    old_id = self._resolve(old, "old")
-                    new_id = self._resolve(new, "new")
-                except ValidationError as exc:
-                    raise ValidationError(exc.message, field=exc.field, record=where) from None
-                except DocumentNotFound as exc:
-                    raise DocumentNotFound(f"event {i}: {exc}" if many else str(exc)) from None
-                eff = None
-                if effective is not None:
-                    try:
-                        eff = to_us(effective)
-                    except (ValueError, TypeError, OverflowError) as exc:
-                        raise ValidationError(f"cannot parse {effective!r} ({exc})", field="effective", record=where) from None
-                todo.append(Event(old_id, new_id, eff, where, (old, new)))
-            out = plan(self._store_view(), events=todo, recorded=recorded, backdate=backdate)
-            if out:
-                self._commit(CommitBatch(supersessions=[(o, n, e, recorded) for o, n, e in out]))

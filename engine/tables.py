@@ -13,7 +13,7 @@ documents use (``id`` or ``key``, ``text``, ``author``, ``date``, ``thread``, ``
 
 A null cell means the field is absent. Owns the conversions between tables and records.
 
-Never imports: store, writes, reads, ingest, distributed, ray.
+Never imports: store, writer, searcher, ingest, distributed, ray.
 """
 
 from __future__ import annotations

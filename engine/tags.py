@@ -19,7 +19,7 @@ from mempp.kernels.masks import keep_codes
 from mempp.storage import Snapshot
 from mempp.storage.analyzer import STOPWORDS
 
-from .candidates import _rare_ids, _wanted
+from .candidates import rare_ids, code_mask
 
 
 _WORDS = re.compile(r"[^\W_]+")
@@ -63,9 +63,9 @@ def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarra
     codes = sorted(set(int(c) for c in codes))
     if len(codes) == 0:
         return np.zeros(0, dtype=np.int64)
-    ids = _rare_ids(snap.authors, codes)
+    ids = rare_ids(snap.authors, codes)
     if ids is not None:
         return ids[mask[ids].view(bool)].astype(np.int64)
     hit = np.empty(len(mask), dtype=np.uint8)
-    keep_codes(mask, snap.authors.codes, _wanted(snap.authors, codes), hit)
+    keep_codes(mask, snap.authors.codes, code_mask(snap.authors, codes), hit)
     return np.flatnonzero(hit).astype(np.int64)

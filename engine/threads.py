@@ -23,10 +23,11 @@ list order, so an answer always holds ``min(k, listed)`` documents. Rule ``"pape
 document matched by a leg qualifies (``mempp eval --preset paper``).
 
 Owns the thread stage (:func:`lift_siblings`, :func:`thread_siblings`, ``SIBLING_SHARE``) and the
-reserve's rules (``RESERVE_RULES``, :func:`lexical_matches`, :func:`choose`). Of the read path it
+reserve's rules (``options.ReserveRule``, :func:`lexical_matches`, :func:`choose`; the
+choice of ``k`` with the reserve itself is ``fusion.select_ranked``). Of the read path it
 reads only the lexical leg's scores.
 
-Never imports: candidates, fusion, planner, store.
+Never imports: candidates, planner, searcher, store.
 """
 
 from __future__ import annotations
@@ -37,16 +38,11 @@ import numpy as np
 
 from mempp.kernels.rrf import RESERVE_SLOTS
 
-RESERVE_RULES = ("relevant", "paper")
+from .fusion import fused_order, select_ranked
 SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
 RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
 RESERVE_MIN_SHARE = 0.7  # ... and score at least this share of the best BM25 score
 RESERVE_BEST_POOL = 10  # the best BM25 score is taken over the lexical leg's first 10 and the reserve's pool
-
-
-def fused_order(fused: Mapping[int, float]) -> list[int]:
-    """Documents by fused score, the later-ingested (higher id) first on ties."""
-    return sorted(fused, key=lambda d: (-fused[d], -d))
 
 
 def lift_siblings(order: Sequence[int], fused: Mapping[int, float], siblings_of: Callable[[int], Sequence[int]], share: float) -> dict[int, float]:
@@ -60,36 +56,6 @@ def lift_siblings(order: Sequence[int], fused: Mapping[int, float], siblings_of:
             if v > lifted.get(s, 0.0):
                 lifted[s] = v
     return lifted
-
-
-def select(
-    ranked: Sequence[int], dates: np.ndarray, undated: int, k: int, reserve: bool, qualifies: Callable[[int, int], bool] | None = None
-) -> list[tuple[int, bool]]:
-    """``k`` documents of ``ranked`` (best first): ``(doc, reserved)`` in result order.
-
-    With the reserve, the first ``k - 3`` places by list order, the last 3 to the latest-dated
-    (then later-ingested) documents of the rest for which ``qualifies(doc, place)`` holds (None:
-    all; undated documents never), what stays empty by list order.
-    """
-    if k <= 0:
-        return []
-    if not reserve:
-        return [(d, False) for d in ranked[:k]]
-    n_fused = min(max(k - RESERVE_SLOTS, 0), len(ranked))
-    out = [(d, False) for d in ranked[:n_fused]]
-    pool = [
-        d for place, d in enumerate(ranked) if place >= n_fused and dates[d] != undated and (qualifies is None or qualifies(d, place))
-    ]
-    pool.sort(key=lambda d: (-int(dates[d]), -d))
-    picks = pool[: k - n_fused]
-    out += [(d, True) for d in picks]
-    taken = set(picks)
-    for d in ranked[n_fused:]:
-        if len(out) >= k:
-            break
-        if d not in taken:
-            out.append((d, False))
-    return out
 
 
 def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Sequence[int]]:
@@ -156,4 +122,4 @@ def choose(
         def qualifies(d: int, place: int) -> bool:
             return place < cut and d in lexical
 
-    return select(order, snap.dates, undated, opt.k, opt.reserve, qualifies)
+    return select_ranked(order, snap.dates, undated, opt.k, opt.reserve, qualifies)

@@ -5,7 +5,7 @@ is stored), :class:`Hit` and :class:`Hits` (what a query returns, with its :clas
 ``to_dict``/JSON forms, and the leg names (:data:`LEGS`). A leaf: the read path builds results,
 never the other way round.
 
-Never imports: store, reads, planner, mempp.storage, pyarrow.
+Never imports: store, searcher, planner, mempp.storage, pyarrow.
 """
 
 from __future__ import annotations

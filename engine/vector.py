@@ -21,7 +21,7 @@ from mempp.kernels.int8dot import Int8Query
 from mempp.storage import Snapshot
 
 from .candidates import date_bounds
-from .options import QueryOptions, context_scale
+from .options import QueryOptions, VectorIndex, context_scale
 
 RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) for the exact rescore
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
@@ -58,7 +58,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
             hits = np.sort(labels[mask[labels].view(bool)])
             if len(hits) < min(depth, n_cand):
                 continue  # the filter left too few: scan this range exactly
-            ann_hits.append((hits, _rescore(snap, hits, query)))
+            ann_hits.append((hits, rescore(snap, hits, query)))
             for i, e in enumerate(segments):
                 if lo <= e.base and e.base + e.segment.n <= hi:
                     covered[i] = True
@@ -91,7 +91,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
         ids = np.sort(approx.ids[: approx.n])
-        exact_scores = _rescore(snap, ids, query)
+        exact_scores = rescore(snap, ids, query)
         exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
         certified, band = True, 0
         if full and exact.n:
@@ -112,7 +112,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
                         break
                 if n_out >= 0:
                     more = np.setdiff1d(out[:n_out], ids)  # sorted; the kept rows are in the heap already
-                    exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, _rescore(snap, more, query), more)
+                    exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, rescore(snap, more, query), more)
                     certified, band = True, len(more)
         if not certified:
             exact = start()
@@ -148,10 +148,10 @@ def int8_keep(depth: int, n_cand: int) -> int:
 
 def ann_searches(snap: Snapshot, mask: np.ndarray, opt: QueryOptions) -> list:
     """The ANN indexes :func:`vector_leg` searches for a query, as ``(index, candidates in its range,
-    neighbours to ask for)``: those loaded, holding candidates, and chosen by ``opt.ann`` (``"auto"``:
+    neighbours to ask for)``: those loaded, holding candidates, and chosen by ``opt.vector_index`` (``"auto"``:
     by the cost model). Empty when the leg needs the dense pass (thread context, windows) or
     scans exactly."""
-    if opt.ann == "exact" or (opt.context and snap.has_threads) or snap.has_windows:
+    if opt.vector_index is VectorIndex.EXACT or (opt.context and snap.has_threads) or snap.has_windows:
         return []
     out = []
     for a in getattr(snap, "ann", ()):
@@ -161,7 +161,7 @@ def ann_searches(snap: Snapshot, mask: np.ndarray, opt: QueryOptions) -> list:
         if n_cand == 0:
             continue
         want = ann_request(opt.depth, n_cand, a.n)
-        if opt.ann != "ann" and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
+        if opt.vector_index is not VectorIndex.ANN and ann_cost_ms(want) >= exact_cost_ms(a.n, n_cand):
             continue
         out.append((a, n_cand, want))
     return out
@@ -181,7 +181,7 @@ def ann_request(depth: int, n_cand: int, n_docs: int) -> int:
     return int(min(n_docs, math.ceil(depth / share * ANN_OVERSAMPLE) + 10))
 
 
-def _rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Exact float32 scores of sorted global ``ids``, with the scan's own kernel."""
     out = np.empty(len(ids), dtype=np.float32)
     starts = np.searchsorted(ids, [e.base for e in snap.segments] + [snap.n_docs])

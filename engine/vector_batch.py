@@ -19,9 +19,10 @@ from mempp.kernels.cosine import certified_tops, embedding_table
 from mempp.kernels.int8dot import BATCH_ROWS, Int8Batch, batch_scan, tiled_scan_ok
 from mempp.storage import FOREVER, Snapshot
 
+from .caches import version_caches
 from .candidates import date_bounds
 from .options import QueryOptions
-from .vector import RESCORE, _rescore, ann_searches
+from .vector import RESCORE, rescore, ann_searches
 
 # Bulk scoring (int8 queries, a wider error bound) keeps, per query, BATCH_KEEP_BASE rows plus one per
 # BATCH_KEEP_PER_CANDIDATES candidates (and at least what a single query keeps): on the 100k workload a
@@ -41,7 +42,7 @@ def vector_legs(
     With the int8 copy on every segment: one int8 pass over each block of rows (held in
     cache) for all the queries (``kernels.int8dot.batch_scan``; a tiled matrix product with
     512-bit VNNI, each query's rows kept above a floor set by a sampled pass first,
-    :func:`_scan_floors`), then each query's kept rows rescored exactly, best approximate
+    :func:`scan_floors`), then each query's kept rows rescored exactly, best approximate
     first, and certified against the int8 error bound as in :func:`vector_leg`
     (``kernels.cosine.certified_tops``, all the queries in one call).
     Otherwise one float32 matrix product per block of rows, the best ``depth + 16`` rows
@@ -83,14 +84,14 @@ def vector_legs(
             block = q @ emb[r0 : r0 + BATCH_BLOCK].T
             batch_topk(block, m, entry.base + r0, keep, heap_s, heap_i, heap_n)
     eps = 2 * q.shape[1] * 2.0**-23 * 1.01 + 1e-7
-    return [_certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps) for b, opt in enumerate(opts)]
+    return [certified_top(snap, q[b], heap_s[b], heap_i[b], int(heap_n[b]), keep, opt.depth, eps) for b, opt in enumerate(opts)]
 
 
-def _certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
+def certified_top(snap, query, heap_s, heap_i, n, keep, depth, eps):
     """The exact top ``depth`` of a query from its approximate heap, or None when not certified."""
     ids = np.sort(heap_i[:n])
     top = TopK(depth, dtype=np.float32)
-    top.n = heap_push_many(top.scores, top.ids, top.n, depth, _rescore(snap, ids, query), ids)
+    top.n = heap_push_many(top.scores, top.ids, top.n, depth, rescore(snap, ids, query), ids)
     # A row not kept has approximate <= the heap's root (its worst), so exact <= root + eps.
     certified = n < keep or (top.n == depth and float(heap_s[0]) + eps < float(top.scores[0]))
     return top.result()[0] if certified else None
@@ -111,7 +112,7 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
     prepared = Int8Batch.quantize(q)  # int8: half the work; the certificate absorbs the coarser bound
     counts = np.asarray(counts, dtype=np.int64)
     his = np.array([FOREVER if (h := date_bounds(o)[1]) is None else h for o in opts], dtype=np.int64)
-    floors = _scan_floors(snap, prepared, m, keeps, counts, his)
+    floors = scan_floors(snap, prepared, m, keeps, counts, his)
     eps = np.zeros(n_q, dtype=np.float64)
     for entry in snap.segments:
         batch_scan(
@@ -132,7 +133,7 @@ def _vector_legs_int8(snap: Snapshot, q: np.ndarray, m: np.ndarray, opts: Sequen
                 stops = entry.q8_stops(his[redo])
                 batch_scan(entry.q8, entry.q8_scale, entry.q8_stats(), sub, sm, entry.base, keeps[redo], ss, si, sn, order=entry.q8_order, stops=stops)
             heap_s[redo], heap_i[redo], heap_n[redo] = ss, si, sn
-    table, keep = _embedding_table(snap)
+    table, keep = version_embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), dtype=np.int64)
     out_n = np.zeros(n_q, dtype=np.int64)
     certified = np.zeros(n_q, dtype=np.bool_)
@@ -147,7 +148,7 @@ SEED_MIN_RANK = 8  # ... from at least this many sampled rows above it (else no 
 SEED_MIN_DOCS = 4 * SEED_STRIDE * BATCH_ROWS  # smaller stores: no sample (too few blocks to sample)
 
 
-def _scan_floors(
+def scan_floors(
     snap: Snapshot, prepared: Int8Batch, m: np.ndarray, keeps: np.ndarray, counts: np.ndarray, his: np.ndarray | None = None
 ) -> np.ndarray | None:
     """Per query, a score floor for the int8 batch scan, from a scan of a sample of the rows; None for none.
@@ -181,9 +182,10 @@ def _scan_floors(
     return floors
 
 
-def _embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
+def version_embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
     """The snapshot's float32 embeddings as a table of addresses (``kernels.cosine.embedding_table``), kept with the snapshot."""
-    cached = snap.__dict__.get("_embedding_table")
+    caches = version_caches(snap)
+    cached = caches.embedding_table
     if cached is None:
-        cached = snap.__dict__["_embedding_table"] = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
+        cached = caches.embedding_table = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
     return cached

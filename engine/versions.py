@@ -6,9 +6,10 @@ cut at that version's counts (its history entry; ``storage/snapshot.py``), so me
 removal of merged-away files take nothing from it. A format-1 store (written before) keeps one
 manifest per version, which is read as it is.
 
-Owns: resolving ``version`` / ``as_known_at``; ``Store.versions()``. Must never write.
+Owns: resolving ``version`` / ``as_known_at`` (the list of versions is ``Searcher.versions``).
+Must never write.
 
-Never imports: writes, planner, mempp.storage.writer, mempp.storage.merge.
+Never imports: writer, planner, mempp.storage.commits, mempp.storage.merge.
 """
 
 from __future__ import annotations
@@ -60,28 +61,3 @@ def _date_arg(value: Any, field: str) -> int:
         return to_us(value, end_of_day=True)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ValidationError(f"cannot parse {value!r} as an ISO 8601 date ({exc})", field=field) from None
-
-
-class VersionsMixin:
-    """``Store.versions()`` (mixed into the Store)."""
-
-    def versions(self) -> list[dict[str, Any]]:
-        """Committed versions, oldest first, through the one this Store has open:
-        ``{"version", "committed_at", "docs" (added by it), "supersessions" (whether it recorded any),
-        "kind" ("add", "supersede", "ann", "merge")}``."""
-        snap = self._snap
-        state = snap.state
-        if state is None:
-            return []
-        out = []
-        prev_sup = 0
-        for e in state.history(self.path):
-            if e.version > snap.version:
-                break
-            if state.format == 1:  # format 1 records no supersession counts: the commit's files tell
-                sup = any(u.lo == e.version and "sup" in u.files for u in state.units)
-            else:
-                sup = (e.n_sup or 0) > prev_sup
-                prev_sup = e.n_sup or 0
-            out.append({"version": e.version, "committed_at": e.committed_at, "docs": e.added, "supersessions": sup, "kind": e.kind})
-        return out

@@ -1,7 +1,7 @@
 """mempp's storage: immutable Arrow segments, postings, term dictionary, supersession log, versions.
 
 Where things are: ``files.py`` (how a file is written, named and checked), ``manifest.py`` (the
-version files and ``CURRENT``: the on-disk format of a version, and the history), ``writer.py``
+version files and ``CURRENT``: the on-disk format of a version, and the history), ``commits.py``
 (one commit's files), ``merge.py`` (the merge policy and merged files), ``snapshot.py`` (a
 version opened for reading, earlier versions included), ``segment.py``/``postings.py``/
 ``columns.py`` (what a segment holds and how it is read), ``fsutil.py`` (every durable file
@@ -23,7 +23,7 @@ from .lock import WriterLock
 from .manifest import Entry, State, read_legacy_version, read_pointer, read_state
 from .segment import NAT
 from .snapshot import FOREVER, Snapshot
-from .writer import CommitBatch, clean_strays, commit, new_meta, now_us
+from .commits import CommitBatch, clean_strays, commit, new_meta, now_us
 
 __all__ = [
     "Analyzer",

@@ -12,7 +12,7 @@ Owns the HNSW parameters (``DEFAULT_M``, ``DEFAULT_EF_CONSTRUCTION``), building 
 (:func:`build`), its bytes (:func:`to_bytes`) and loading checked bytes (:func:`load`). It is the
 only module that imports ``hnswlib``.
 
-Never imports: manifest, snapshot, writer, mempp.store, mempp.writes.
+Never imports: manifest, snapshot, commits, mempp.store, mempp.writer.
 """
 
 from __future__ import annotations

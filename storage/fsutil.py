@@ -35,7 +35,7 @@ from typing import Callable
 
 SKIP = "skip"
 
-# Named steps of a commit, in order (storage/writer.py and manifest.py call failpoint() at each).
+# Named steps of a commit, in order (storage/commits.py and manifest.py call failpoint() at each).
 # A commit writes all its files first, then fsyncs them together (the data files, the version
 # file and CURRENT's replacement at once), then the two directories that hold the new files, then
 # renames CURRENT and fsyncs the store directory: the steps of one round fire in this order once

@@ -24,7 +24,7 @@ are removed once no version the writer keeps current names them (``writer.clean_
 
 Owns: the merge policy and the merged files. Must never import the engine.
 
-Never imports: snapshot, mempp.store, mempp.writes.
+Never imports: snapshot, mempp.store, mempp.writer.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from .files import FileRef, write_table_file
 from .fsutil import close_all, failpoint, fsync_all
 from .manifest import SEGMENTS, Entry, State, Unit, commit_version
 from .postings import Postings
-from . import writer as _writer
-from .writer import now_iso, prepare_dirs, q8_table, window_table
+from . import commits
+from .commits import now_iso, prepare_dirs, q8_table, window_table
 
 MERGE_FACTOR = 8
 MAX_MERGED_DOCS = 1 << 20
@@ -113,7 +113,7 @@ def merged_unit(store: Path, snap, units: list[Unit]) -> Unit:
         if entries:
             docs = pa.concat_tables([e.segment.table for e in entries]).combine_chunks()
             files["docs"] = write_table_file(store, f"{stem}.docs.arrow", docs, pending)
-            small = sum(u.n_docs for u in units) < _writer.SMALL_UNIT  # derived data made when opened (writer.SMALL_UNIT)
+            small = sum(u.n_docs for u in units) < commits.SMALL_UNIT  # derived data made when opened (commits.SMALL_UNIT)
             if not small:
                 post, index = Postings.merge([(e.postings, e.base - first) for e in entries]).tables()
                 files["post"] = write_table_file(store, f"{stem}.post.arrow", post, pending)

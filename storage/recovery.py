@@ -21,7 +21,7 @@ interrupted write left does (``writer.clean_strays``).
 
 Owns: whole versions, verify, repair and salvage.
 
-Never imports: mempp.store, mempp.writes.
+Never imports: mempp.store, mempp.writer.
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ def salvage(store: Path) -> tuple[State | None, str]:
         return None, (f"the segments on disk hold {n_docs} documents, {n_sup} supersessions and {n_terms} terms; a version "
                       f"file recorded {floor[0]}, {floor[1]} and {floor[2]}: a segment is lost")
     version = max([last, *disk_versions(store), *(file_number(n) for n in strays(store, None))]) + 1
-    from .writer import now_iso
+    from .commits import now_iso
 
     entries.append(Entry(version, now_iso(), "salvage", n_docs, n_sup, n_terms, length, 0, 0))
     state = State(FORMAT, version, dict(meta), units, [], n_docs, n_sup, n_terms, length, [], entries,
@@ -396,7 +396,7 @@ def _rebuild_derived(store: Path, state: State) -> str | None:
     """Make damaged or missing postings, term indexes, int8 copies and ANN indexes again from
     the segments, under new names, and publish them as a new version (kind ``repair``)."""
     from .snapshot import Snapshot
-    from .writer import now_iso, prepare_dirs, q8_table
+    from .commits import now_iso, prepare_dirs, q8_table
 
     problems = {p.file for p in check_files(store, state) if p.kind == "derived"}
     if not problems:

@@ -4,17 +4,16 @@ It maps every live unit's files (segments, postings, window vectors, int8 copies
 dictionary terms, supersession events) and derives the per-document arrays the planner
 needs (dates, the end of each document's validity, author/thread/channel codes and their
 bitmaps). A later commit never changes a snapshot; ``Snapshot(..., previous=old)`` reuses
-the files both share and extends the old one's per-document arrays rather than rebuilding
-them (documents and supersession events are only ever appended, and a merge changes no
-document).
+the files both share and extends the old one's per-document arrays (documents and
+supersession events are only appended; a merge changes no document).
 
 An earlier version (time travel) is the current units cut at that version's counts
 (``cut``, a history entry): units after it are left out and the one that straddles it is
 read up to the cut, so every version answers exactly as it did when it was current.
 
-Owns: loading a version, per-document arrays, lookups by doc id. Must never import the engine.
+Owns: loading a version, per-document arrays, lookups by doc id.
 
-Never imports: writer, merge, lock, fsutil, mempp.store.
+Never imports: commits, merge, lock, fsutil, mempp.store, mempp.searcher.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from .errors import CorruptStoreError
 from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
 from .postings import Postings
-from .segment import NAT, Segment, _timestamps, date_order
+from .segment import NAT, Segment, timestamp_column, date_order
 
 FOREVER = np.iinfo(np.int64).max
 LINK_TAIL_MAX = 4096  # new documents linked one by one onto an earlier version's thread links; more: a full sort
@@ -45,7 +44,7 @@ LINK_TAIL_MAX = 4096  # new documents linked one by one onto an earlier version'
 __all__ = ["FOREVER", "Facet", "RowReader", "SegmentEntry", "Snapshot"]
 
 
-@dataclass
+@dataclass(eq=False)  # identity: the engine keys per-segment caches on the entry (weakly)
 class SegmentEntry:
     segment: Segment
     postings: Postings
@@ -551,14 +550,10 @@ class Snapshot:
 def _prefix_of(previous: "Snapshot | None", state: State | None, cut: Entry | None) -> bool:
     """Whether ``previous`` (a snapshot of this process) holds a prefix of ``state`` cut at ``cut``:
     format 2 on both sides (units carry their counts), not newer, nothing skipped."""
-    if previous is None or state is None or previous.state is None or previous.skipped:
-        return False
-    if state.format != 2 or previous.state.format != 2:
+    if previous is None or state is None or previous.state is None or previous.skipped or (state.format, previous.state.format) != (2, 2):
         return False
     target = cut if cut is not None else state
-    return previous.version <= (cut.version if cut is not None else state.version) and previous.n_docs <= target.n_docs and (
-        previous.n_sup <= target.n_sup and previous.n_terms <= target.n_terms
-    )
+    return previous.version <= target.version and previous.n_docs <= target.n_docs and previous.n_sup <= target.n_sup and previous.n_terms <= target.n_terms
 
 
 def _known(base: "Snapshot | None", unit: Unit, kind: str) -> bool:
@@ -574,13 +569,12 @@ def _known(base: "Snapshot | None", unit: Unit, kind: str) -> bool:
 
 def _sup_arrays(sup: pa.Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if sup is None or not len(sup):
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z, z
+        return (np.zeros(0, dtype=np.int64),) * 4
     return (
         numeric(sup.column("old")).astype(np.int64),
         numeric(sup.column("new")).astype(np.int64),
-        _timestamps(sup.column("effective")),
-        _timestamps(sup.column("recorded_at")),
+        timestamp_column(sup.column("effective")),
+        timestamp_column(sup.column("recorded_at")),
     )
 
 

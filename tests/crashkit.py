@@ -71,9 +71,9 @@ def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups:
             rows = stored_rows(s)
             stats = s.stats()
             sups = stats["supersessions"]
-            for a in s._snap.ann:  # an index the version names must load: a crash must not lose or damage it
+            for a in s.searcher().snapshot.ann:  # an index the version names must load: a crash must not lose or damage it
                 a.wait()
-            lost_ann = [f"{a.name}: {a.failed}" for a in s._snap.ann if a.failed is not None]
+            lost_ann = [f"{a.name}: {a.failed}" for a in s.searcher().snapshot.ann if a.failed is not None]
     except Exception as exc:  # noqa: BLE001 - any failure to open is a violation
         return f"does not open: {type(exc).__name__}: {exc}"
     if lost_ann:

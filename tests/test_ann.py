@@ -41,7 +41,7 @@ def store(tmp_path_factory):
 def test_index_is_published_verified_and_loaded_in_the_background(store):
     path, emb, _ = store
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        (a,) = s._snap.ann
+        (a,) = s.searcher().snapshot.ann
         assert (a.first, a.n) == (0, 5000)
         assert a.wait(60) and a.failed is None
         assert any(v["version"] == s.version - 1 for v in s.versions())
@@ -51,17 +51,17 @@ def test_vector_leg_with_index_recalls_the_exact_top10(store):
     path, emb, days = store
     rng = np.random.default_rng(9)
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        assert s._snap.ann[0].wait(60)
+        assert s.searcher().snapshot.ann[0].wait(60)
         recalls, methods = [], set()
         for i in range(60):
             q = clustered(rng, 1)[0]
             as_of = None if i % 4 == 0 else str(np.datetime64("2021-01-01") + int(rng.integers(0, 1000)))
-            opt = s._query_options(as_of=as_of, k=10, depth=50, vector_index="ann")
-            mask = P.candidate_mask(s._snap, opt)
+            opt = s.searcher().options(as_of=as_of, k=10, depth=50, vector_index="ann")
+            mask = P.candidate_mask(s.searcher().snapshot, opt)
             info: dict = {}
-            got = P.vector_leg(s._snap, q, mask, opt, info)
+            got = P.vector_leg(s.searcher().snapshot, q, mask, opt, info)
             methods.add(info["method"].split(" (")[0])
-            exact = P.vector_leg(s._snap, q, mask, s._query_options(as_of=as_of, k=10, depth=50, vector_index="exact"))
+            exact = P.vector_leg(s.searcher().snapshot, q, mask, s.searcher().options(as_of=as_of, k=10, depth=50, vector_index="exact"))
             truth = set(exact[:10].tolist())
             if truth:
                 recalls.append(len(truth & set(got[:10].tolist())) / len(truth))
@@ -81,7 +81,7 @@ def test_damaged_index_is_dropped_and_the_scan_is_exact(store, tmp_path):
     data[len(data) // 2] ^= 0x10
     ann_file.write_bytes(bytes(data))
     with mempp.Store.open(copy, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        (a,) = s._snap.ann
+        (a,) = s.searcher().snapshot.ann
         assert not a.wait(60)
         assert a.failed.startswith(str(ann_file)), a.failed  # named, never handed to hnswlib
         hits = s.query("doc", embedding=emb[7], k=5, vector_index="ann", weights=(0, 0, 1))
@@ -218,7 +218,7 @@ def test_ann_in_real_use_answers_valid_documents_with_recall_in_every_bucket(org
     path, oracle, emb, _ = org
     rng = np.random.default_rng(23)
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        assert all(a.wait(120) for a in s._snap.ann)
+        assert all(a.wait(120) for a in s.searcher().snapshot.ann)
         n = len(s)
         buckets: dict[str, list[float]] = {}
         used: dict[str, int] = {}
@@ -257,7 +257,7 @@ def test_ann_in_real_use_at_an_older_version(org):
     path, oracle, emb, indexed_version = org
     rng = np.random.default_rng(24)
     with mempp.Store.open(path, version=indexed_version, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        assert len(s) == ORG_N and all(a.wait(120) for a in s._snap.ann)
+        assert len(s) == ORG_N and all(a.wait(120) for a in s.searcher().snapshot.ann)
         recalls = []
         for q, as_of, authors, threads in org_queries(rng, oracle, ORG_N, 40):
             ok = oracle.valid(ORG_N, 1, as_of, authors, threads)
@@ -274,7 +274,7 @@ def test_auto_chooses_the_index_where_it_is_cheaper_and_the_scan_where_that_is(o
     path, oracle, emb, _ = org
     rng = np.random.default_rng(25)
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        assert all(a.wait(120) for a in s._snap.ann)
+        assert all(a.wait(120) for a in s.searcher().snapshot.ann)
         n = len(s)
         top1 = []
         for _ in range(20):
@@ -302,7 +302,7 @@ def test_query_batch_equals_single_queries_on_an_indexed_store(org):
     path, oracle, emb, _ = org
     rng = np.random.default_rng(26)
     with mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=DIM)) as s:
-        assert all(a.wait(120) for a in s._snap.ann)
+        assert all(a.wait(120) for a in s.searcher().snapshot.ann)
         qs = [clustered(rng, 1)[0] for _ in range(60)]
         texts = [f"note {i}" if i % 3 else "" for i in range(60)]
         as_ofs = [None if i % 4 == 0 else str(ORG_DAY0 + int(rng.integers(100, 1000))) for i in range(60)]

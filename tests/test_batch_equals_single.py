@@ -119,7 +119,7 @@ def assert_batch_equals_single(store, qs: list[str], as_ofs: list, opts: dict, p
 
 
 def wait_for_ann(store) -> None:
-    for a in store._snap.ann:
+    for a in store.searcher().snapshot.ann:
         assert a.wait(60) and a.failed is None
 
 

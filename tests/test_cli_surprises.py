@@ -57,7 +57,8 @@ def answers(path) -> list:
                     out.append([(h.doc_id, h.key, round(h.score, 12), h.ranks, h.reserved, h.valid_until) for h in hits])
         out.append([(r.doc_id, r.key, r.text, r.author, r.date, r.thread, r.channel, r.source, r.meta, r.valid_until)
                     for r in store.documents()])
-        out.append(sorted(map(tuple, zip(*(np.asarray(a).tolist() for a in (store._snap.sup_old, store._snap.sup_new, store._snap.sup_effective))))))
+        snap = store.searcher().snapshot
+        out.append(sorted(map(tuple, zip(*(np.asarray(a).tolist() for a in (snap.sup_old, snap.sup_new, snap.sup_effective))))))
     return out
 
 
@@ -75,6 +76,19 @@ def test_export_then_add_answers_every_query_identically(store_path, tmp_path, c
     rc, said, _ = cli(capsys, "add", str(copy), str(out), "--quiet")  # again: everything is already stored
     assert rc == 0 and "0 added, 7 already stored, 0 supersessions" in said, said
     assert answers(copy) == answers(store_path)
+
+
+def test_store_export_is_the_parquet_export_as_a_table(store_path, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "org.parquet"
+    cli(capsys, "export", str(store_path), "--out", str(out))
+    with mempp.Store.open(store_path, read_only=True) as store:
+        table = store.export()
+        assert table.num_rows == 7 and table.equals(store.searcher().export(), check_metadata=True)
+    assert table.equals(pq.read_table(out), check_metadata=True)
+    with mempp.Store.open(tmp_path / "empty", embedder=mempp.HashEmbedder()) as empty:
+        assert empty.export().num_rows == 0
 
 
 def test_export_format_rows(store_path, tmp_path, capsys):

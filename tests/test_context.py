@@ -312,9 +312,9 @@ def test_sparse_lexical_leg_with_context_matches_dense_oracle(threaded, words, o
     """What the default query runs on a store with threads: the sparse BM25 leg with thread context,
     and the scores it gives the tag leg's documents, equal to the dense recomputation."""
     store, doc_terms, threads, _ = threaded
-    snap = store._snap
+    snap = store.searcher().snapshot
     question = " ".join(words)
-    opt = store._query_options(**options)
+    opt = store.searcher().options(**options)
     mask = P.candidate_mask(snap, opt)
     cands = np.flatnonzero(mask)
     score_for = np.array(sorted(data.draw(st.sets(st.sampled_from(cands.tolist()), max_size=12), label="score_for")) if len(cands) else [], dtype=np.int64)
@@ -337,10 +337,10 @@ def test_sparse_lexical_leg_with_context_matches_dense_oracle(threaded, words, o
 def test_dense_vector_leg_with_context_matches_dense_oracle(threaded, seed, options):
     """The vector leg on a store with threads: every candidate's cosine, lifted by its neighbours."""
     store, doc_terms, threads, emb = threaded
-    snap = store._snap
+    snap = store.searcher().snapshot
     q = np.random.default_rng(seed).standard_normal(CTX_DIM).astype(np.float32)
     q /= np.linalg.norm(q)
-    opt = store._query_options(**options)
+    opt = store.searcher().options(**options)
     mask = P.candidate_mask(snap, opt)
     info: dict = {}
     got = P.vector_leg(snap, q, mask, opt, info)
@@ -361,7 +361,7 @@ def test_lexical_query_with_default_context_ranks_as_the_oracle(threaded):
         question = " ".join(rng.choice(VOCAB, size=rng.integers(1, 4)))
         hits = store.query(question, legs=["lexical"], reserve=False, k=50, siblings=0)
         assert hits.plan.legs["lexical"]["method"] == "sparse with thread context"
-        mask = (store._snap.valid_until == mempp.storage.FOREVER).astype(np.uint8)
+        mask = (store.searcher().snapshot.valid_until == mempp.storage.FOREVER).astype(np.uint8)
         raw = bm25_dense(doc_terms, mempp.storage.Analyzer().terms(question))
         oracle = dense_context_leg(raw, mask, prev, nxt, (0.8, 0.6, 0.4))
         assert_ranks_like([h.doc_id for h in hits], oracle, sparse_pool(raw, mask, prev, nxt, 3), 50)

@@ -63,7 +63,7 @@ WORKER = textwrap.dedent(
 def _store(tmp_path: Path) -> Path:
     """Three commits of every file type (small commits write their segment alone, writer.SMALL_UNIT:
     here every commit writes postings, term index and int8 copy too, so that each is damaged)."""
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     path = tmp_path / "s"
     old, writer.SMALL_UNIT = writer.SMALL_UNIT, 0

@@ -41,11 +41,11 @@ WRITER = textwrap.dedent(
     if failpoint:
         os.environ["MEMPP_FAILPOINT"] = failpoint
     if os.environ.get("MEMPP_TEST_PARALLEL_WRITES"):  # every commit takes the big batches' two-thread path
-        import mempp.storage.writer
-        mempp.storage.writer.PARALLEL_WRITES = 1
+        import mempp.storage.commits
+        mempp.storage.commits.PARALLEL_WRITES = 1
     if os.environ.get("MEMPP_TEST_EVERY_FILE"):  # small commits write postings, term index and int8 copy too
-        import mempp.storage.writer
-        mempp.storage.writer.SMALL_UNIT = 0
+        import mempp.storage.commits
+        mempp.storage.commits.SMALL_UNIT = 0
     with mempp.Store.open(sys.argv[1], embedder=mempp.HashEmbedder(), index=index) as s:
         print("ready", flush=True)
         b = int(sys.argv[2])
@@ -240,7 +240,7 @@ WORDS_BIG = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo
 def test_failpoint_in_a_big_commit_writing_files_at_once(tmp_path, monkeypatch, step):
     """A big batch writes its postings, term index and int8 copy from threads while the segment
     is written: a failure at any step still leaves the previous version, and the next commit works."""
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     path = tmp_path / "s"
     with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
@@ -260,12 +260,12 @@ def test_failpoint_in_a_big_commit_writing_files_at_once(tmp_path, monkeypatch, 
 
 def test_big_commit_writes_the_files_a_serial_one_writes(tmp_path, monkeypatch):
     """The files of a big batch written at once are those written one at a time (names, bytes, references)."""
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     def build(path):
         with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
             s.add(_big_batch(0))
-            return {k: f.to_json() for k, f in s._snap.state.units[-1].files.items()}
+            return {k: f.to_json() for k, f in s.searcher().snapshot.state.units[-1].files.items()}
 
     at_once = build(tmp_path / "a")
     monkeypatch.setattr(writer, "PARALLEL_WRITES", 10**9)
@@ -307,7 +307,7 @@ def test_kill_at_each_step_of_a_merge(tmp_path, step):
     assert check_store(path, list(range(6)), long=True) is None
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
         assert s.version == versions + published
-        assert len(s._snap.segments) == (1 if published else 6)
+        assert len(s.searcher().snapshot.segments) == (1 if published else 6)
         assert [[(h.key, h.score) for h in s.query("alpha bravo term3x1", k=5, as_of=a)] for a in (None, "2023-04-30")] == want
     for v in range(1, versions + 1):
         with mempp.Store.open(path, embedder=mempp.HashEmbedder(), version=v) as old:
@@ -316,7 +316,7 @@ def test_kill_at_each_step_of_a_merge(tmp_path, step):
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
         s.add(batch(6, long=True))
         s.merge(force=True)
-        assert len(s._snap.segments) == 1
+        assert len(s.searcher().snapshot.segments) == 1
     assert stray_files(path) == []
     assert check_store(path, list(range(7)), long=True) is None
 
@@ -363,7 +363,7 @@ def test_kill_at_each_step_of_a_supersession_or_ann_commit(tmp_path, op, step):
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
         assert s.version == version + published
         assert (s.get("b1-1").valid_until is not None) == (op == "supersede" and published)
-        assert len(s._snap.ann) == (op == "ann" and published)
+        assert len(s.searcher().snapshot.ann) == (op == "ann" and published)
     assert published or step == "before_commit" or stray_files(path)
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), index=INDEX, merge="manual") as s:
         if not published:
@@ -375,4 +375,4 @@ def test_kill_at_each_step_of_a_supersession_or_ann_commit(tmp_path, op, step):
     assert stray_files(path) == []
     assert check_store(path, [0, 1, 2, 3], extra_sups=2 if op == "supersede" else 0, long=True) is None
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as s:
-        assert len(s._snap.ann) == (op == "ann")
+        assert len(s.searcher().snapshot.ann) == (op == "ann")

@@ -55,7 +55,7 @@ DIR_DAMAGE = ("delete", "empty", "file", "unreadable")
 def _build(path: Path) -> None:
     """Versions 1-3: big commits (every file kind); 4: a merge of 1-3; 5: an ANN index; 6: a commit
     with supersessions; 7: supersessions alone; 8: a small commit (its segment alone)."""
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     old, writer.SMALL_UNIT = writer.SMALL_UNIT, 0
     try:

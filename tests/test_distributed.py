@@ -80,7 +80,7 @@ def test_embed_equals_store_add_and_adds_back(cluster, tmp_path):
 
         table = distributed.embed(src, store=a, num_workers=2, batch_size=8)
         assert table.num_rows == len(docs) and table.column("id").to_pylist() == [d["id"] for d in docs]
-        own = a._snap.segments[0]
+        own = a.searcher().snapshot.segments[0]
         assert np.abs(matrix(table.column("embedding")) - own.segment.embeddings).max() <= 1e-5
         wins = table.column("embedding_windows").to_pylist()
         assert sum(map(len, wins)) == len(own.window_rows) > 0
@@ -92,12 +92,12 @@ def test_embed_equals_store_add_and_adds_back(cluster, tmp_path):
 
         with mempp.Store.open(tmp_path / "b", index=index) as b:
             assert b.add(table, embeddings="embedding") == list(range(len(docs)))
-            ra, rb = a._snap.rows(range(len(a))), b._snap.rows(range(len(b)))
+            ra, rb = a.searcher().snapshot.rows(range(len(a))), b.searcher().snapshot.rows(range(len(b)))
             for x, y in zip(ra, rb):
                 assert np.abs(x.pop("embedding") - y.pop("embedding")).max() <= 1e-5
                 x.pop("ingested_at"), y.pop("ingested_at")
                 assert x == y
-            wa, wb = a._snap.segments[0], b._snap.segments[0]
+            wa, wb = a.searcher().snapshot.segments[0], b.searcher().snapshot.segments[0]
             assert np.array_equal(wa.window_rows, wb.window_rows)
             assert np.abs(wa.window_embeddings - wb.window_embeddings).max() <= 1e-5
             assert a.stats()["superseded"] == b.stats()["superseded"] > 0
@@ -113,8 +113,8 @@ def test_embed_uses_the_stores_model(cluster, tmp_path):
         from mempp import distributed
 
         table = distributed.embed(records_table(enumerate(docs, 1)), store=s, num_workers=1)
-        assert matrix(table.column("embedding")).shape == s._snap.segments[0].segment.embeddings.shape
-        assert np.abs(matrix(table.column("embedding")) - s._snap.segments[0].segment.embeddings).max() <= 1e-5
+        assert matrix(table.column("embedding")).shape == s.searcher().snapshot.segments[0].segment.embeddings.shape
+        assert np.abs(matrix(table.column("embedding")) - s.searcher().snapshot.segments[0].segment.embeddings).max() <= 1e-5
 
 
 @pytest.mark.model
@@ -224,7 +224,7 @@ def test_cli_embed_add_and_query(cluster, tmp_path, threaded):
                                                 "--workers", "1", "--quiet").stdout
     mempp_cli("add", str(tmp_path / "b"), str(out), "--embeddings-column", "embedding", "--embedder", "hash", "--quiet")
     with mempp.Store.open(tmp_path / "a", read_only=True) as a, mempp.Store.open(tmp_path / "b", read_only=True) as b:
-        assert [r["key"] for r in a._snap.rows(range(len(a)))] == [r["key"] for r in b._snap.rows(range(len(b)))]
+        assert [r["key"] for r in a.searcher().snapshot.rows(range(len(a)))] == [r["key"] for r in b.searcher().snapshot.rows(range(len(b)))]
         assert a.stats()["superseded"] == b.stats()["superseded"]
 
     qs = tmp_path / "q.jsonl"

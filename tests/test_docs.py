@@ -8,6 +8,7 @@ import inspect
 import re
 
 import mempp
+import pytest
 
 from conftest import ROOT
 
@@ -73,3 +74,12 @@ def test_every_design_citation_names_a_section_of_docs_design():
             if "DESIGN.md" not in m.group(0):
                 bad.append(f"{where}: '{m.group(0)}' (cite docs/DESIGN.md, the file)")
     assert cited >= 15 and not bad, bad
+
+
+@pytest.mark.model  # the first block opens a store with the default model
+def test_the_python_blocks_of_the_api_page_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```python\n(.*?)```", API.read_text(), re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(API), "exec"), {})

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mempp
+from mempp.caches import version_caches
 from mempp import candidates as C
 from mempp import lexical as LX
 from mempp import planner as P
@@ -300,7 +301,7 @@ def test_a_copy_stored_in_date_order_scans_like_one_in_row_order(seed, n, d, fra
     Dates with many ties and undated rows; masks that keep only rows inside the bounds."""
     from mempp.storage.segment import NAT
     from mempp.storage.snapshot import SegmentEntry
-    from mempp.storage.writer import q8_table
+    from mempp.storage.commits import q8_table
 
     rng = np.random.default_rng(seed)
     emb = unit_rows(rng, n, d)
@@ -464,18 +465,18 @@ def test_query_batch_with_scan_floors_equals_single_queries(tmp_path, monkeypatc
     questions = [" ".join(rng.choice(vocab, size=2)) for _ in range(40)]
     qv = unit_rows(rng, 40, dim)
     as_of = [f"2023-{1 + i % 12:02d}-10" for i in range(40)]
-    opts = [s._query_options(as_of=a, k=10) for a in as_of]
-    masks = np.stack([P.candidate_mask(s._snap, o) for o in opts])
+    opts = [s.searcher().options(as_of=a, k=10) for a in as_of]
+    masks = np.stack([P.candidate_mask(s.searcher().snapshot, o) for o in opts])
     counts = np.count_nonzero(masks, axis=1)
     keeps = np.maximum(200, P.BATCH_KEEP_BASE + counts // P.BATCH_KEEP_PER_CANDIDATES)
     prepared = mempp.kernels.Int8Batch.quantize(qv)
-    floors = VB._scan_floors(s._snap, prepared, masks, keeps, counts)
-    if not all(mempp.kernels.int8dot.tiled_scan_ok(e.q8, e.base) for e in s._snap.segments):
+    floors = VB.scan_floors(s.searcher().snapshot, prepared, masks, keeps, counts)
+    if not all(mempp.kernels.int8dot.tiled_scan_ok(e.q8, e.base) for e in s.searcher().snapshot.segments):
         assert floors is None  # no floors without the tiled kernel
         pytest.skip("no 512-bit VNNI here")
     assert floors is not None and np.isfinite(floors).any()
     heaps = [np.empty((40, keeps.max()), np.float32), np.empty((40, keeps.max()), np.int64), np.zeros(40, np.int64)]
-    for e in s._snap.segments:
+    for e in s.searcher().snapshot.segments:
         batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, *heaps, floors=floors, order=e.q8_order)
     rescanned = int(((heaps[2] < keeps) & np.isfinite(floors)).sum())
     assert 0 < rescanned < int(np.isfinite(floors).sum())
@@ -534,16 +535,16 @@ def test_int8_vector_leg_equals_float32_scan(tmp_path, kind):
     texts = [f"document {i} about topic {i % 7}" for i in range(n)]
     q8 = _store(tmp_path / "q8", emb, texts, "int8")
     f32 = _store(tmp_path / "f32", emb, texts, None)
-    assert all(e.q8 is not None for e in q8._snap.segments) and all(e.q8 is None for e in f32._snap.segments)
+    assert all(e.q8 is not None for e in q8.searcher().snapshot.segments) and all(e.q8 is None for e in f32.searcher().snapshot.segments)
     methods = set()
     for i in range(25):
         query = unit_rows(rng, 1)[0] if i % 2 else emb[rng.integers(n)]
         for as_of in (None, "2023-01-10"):
             opt = P.QueryOptions(as_of=None if as_of is None else mempp.dates.to_us(as_of + "T23:59:59"), depth=50)
-            mask = P.candidate_mask(q8._snap, opt)
+            mask = P.candidate_mask(q8.searcher().snapshot, opt)
             info: dict = {}
-            got = P.vector_leg(q8._snap, query, mask, opt, info)
-            want = P.vector_leg(f32._snap, query, mask, opt)
+            got = P.vector_leg(q8.searcher().snapshot, query, mask, opt, info)
+            want = P.vector_leg(f32.searcher().snapshot, query, mask, opt)
             assert got.tolist() == want.tolist()
             methods.add(info["method"])
             # And the float32 scan is the brute-force ranking (score desc, then id desc).
@@ -567,11 +568,11 @@ def test_int8_vector_leg_rescans_when_the_band_is_too_wide(tmp_path):
     q8 = _store(tmp_path / "q8", emb, texts, "int8")
     f32 = _store(tmp_path / "f32", emb, texts, None)
     opt = P.QueryOptions(depth=50)
-    mask = P.candidate_mask(q8._snap, opt)
+    mask = P.candidate_mask(q8.searcher().snapshot, opt)
     info: dict = {}
-    got = P.vector_leg(q8._snap, emb[3], mask, opt, info)
+    got = P.vector_leg(q8.searcher().snapshot, emb[3], mask, opt, info)
     assert "not certified: exact rescan" in info["method"]
-    assert got.tolist() == P.vector_leg(f32._snap, emb[3], mask, opt).tolist()
+    assert got.tolist() == P.vector_leg(f32.searcher().snapshot, emb[3], mask, opt).tolist()
 
 
 def _bm25_store_oracle(texts, query_terms, valid):
@@ -600,7 +601,7 @@ def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
     p = 1.0 / np.arange(1, 301) ** 1.1
     texts = [" ".join(rng.choice(vocab, size=rng.integers(3, 30), p=p / p.sum())) for _ in range(700)]
     s = _store(tmp_path / "s", unit_rows(rng, 700), texts, "int8")
-    snap = s._snap
+    snap = s.searcher().snapshot
     methods = []
     questions = ["word0 word1", "word5", "word250 word299", "word0 word290", "word1 word2 word3 word280", "word0 word1 word2 word3", "absent"]
     questions += [" ".join(rng.choice(vocab, size=rng.integers(1, 6), p=p / p.sum())) for _ in range(40)]
@@ -626,7 +627,7 @@ def test_lexical_leg_every_strategy_matches_oracle(tmp_path):
     counts = [[int(w) for w in m.replace("(", " ").replace(",", " ").split() if w.isdigit()] for m in methods if m != "none"]
     assert any(c[3] < c[2] for c in counts), methods
     # the leg leaves its accumulator clean for the next query
-    full, _ = LX._scratch(1)
+    full, _ = LX.scratch(1)
     assert not full.any()
 
 
@@ -677,8 +678,8 @@ def test_query_batch_equals_single_queries(tmp_path, kind, vector_copy):
         assert [r["reserved"] for r in got] == [h.reserved for h in hits]
         assert [r["score"] for r in got] == [h.score for h in hits]
         assert [[r[f"rank_{leg}"] for leg in mempp.types.LEGS] for r in got] == [[h.ranks[leg] for leg in mempp.types.LEGS] for h in hits]
-    opts = [s._query_options(as_of=a, k=8) for a in as_of]
-    legs = P.vector_legs(s._snap, qv, [P.candidate_mask(s._snap, o) for o in opts], opts)
+    opts = [s.searcher().options(as_of=a, k=8) for a in as_of]
+    legs = P.vector_legs(s.searcher().snapshot, qv, [P.candidate_mask(s.searcher().snapshot, o) for o in opts], opts)
     if kind == "near-duplicates":
         assert any(r is None for r in legs)  # answered alone
     elif kind == "threads":
@@ -690,7 +691,7 @@ def test_query_batch_equals_single_queries(tmp_path, kind, vector_copy):
 @pytest.mark.parametrize("kind", ["isotropic", "near-duplicates"])
 def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind):
     """certified_tops (rescoring best approximate first, stopping early, all queries in one call)
-    against _certified_top (every kept row rescored), per query: the same exact top and the same
+    against certified_top (every kept row rescored), per query: the same exact top and the same
     verdict; with capacities small enough that some queries cannot be certified."""
     from mempp.kernels import Int8Batch
     from mempp.kernels.cosine import certified_tops
@@ -703,7 +704,7 @@ def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     texts = [f"w{i % 7}" for i in range(n)]
     s = _store(tmp_path / "s", emb, texts, "int8")
-    snap = s._snap
+    snap = s.searcher().snapshot
     n_q = 24
     qv = unit_rows(rng, n_q, dim)
     masks = (rng.random((n_q, n)) < rng.random((n_q, 1))).astype(np.uint8)
@@ -716,14 +717,14 @@ def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind
     for e in snap.segments:
         batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn, order=e.q8_order)
         eps = np.maximum(eps, prepared.error_bounds(e.q8_stats()))
-    table, keep = VB._embedding_table(snap)
+    table, keep = VB.version_embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), np.int64)
     out_n = np.zeros(n_q, np.int64)
     certified = np.zeros(n_q, np.bool_)
     certified_tops(table, dim, qv, hs, hi, hn, keeps, depths, eps, out_ids, out_n, certified)
     verdicts = set()
     for b in range(n_q):
-        want = VB._certified_top(snap, qv[b], hs[b], hi[b], int(hn[b]), int(keeps[b]), int(depths[b]), float(eps[b]))
+        want = VB.certified_top(snap, qv[b], hs[b], hi[b], int(hn[b]), int(keeps[b]), int(depths[b]), float(eps[b]))
         assert certified[b] == (want is not None)
         verdicts.add(bool(certified[b]))
         if want is not None:
@@ -803,17 +804,17 @@ def test_large_snapshots_answer_dated_queries_while_the_valid_index_builds(tmp_p
     ]
     s.add(docs, embeddings=emb)  # repeated keys: supersessions, so retirement matters
     monkeypatch.setattr(C, "BACKGROUND_INDEX_DOCS", 1)
-    snap = s._snap
-    assert (snap.valid_until != mempp.storage.FOREVER).sum() > 50 and "_valid_index" not in snap.__dict__
+    snap = s.searcher().snapshot
+    assert (snap.valid_until != mempp.storage.FOREVER).sum() > 50 and version_caches(snap).valid_index is None
     opts = [
         P.QueryOptions(k=10, as_of=int((np.datetime64("2022-01-01") + int(t)).astype("datetime64[us]").astype(np.int64)) + h)
         for t, h in zip(rng.integers(-5, 420, 12), rng.integers(0, 86_400 * 10**6, 12))
     ]
     opts += [dataclasses.replace(opts[0], date_from=opts[1].as_of - 90 * 86_400 * 10**6, date_to=opts[1].as_of)]
     before = [P.candidate_mask(snap, o).copy() for o in opts]
-    builder = snap.__dict__["_valid_index_build"]
+    builder = version_caches(snap).valid_index_build
     builder.join(timeout=60)
-    assert not builder.is_alive() and snap.__dict__.get("_valid_index") is not None
+    assert not builder.is_alive() and version_caches(snap).valid_index is not None
     after = [P.candidate_mask(snap, o) for o in opts]
     for o, a, b in zip(opts, before, after):
         d, u = snap.dates, snap.valid_until
@@ -834,7 +835,7 @@ def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
     """A facet filter keeps exactly the masked documents whose value is wanted, by ids or by codes."""
     import pyarrow as pa
 
-    from mempp.candidates import _keep_facet
+    from mempp.candidates import keep_facet
     from mempp.tags import tag_leg
     from mempp.storage.snapshot import Facet
 
@@ -842,7 +843,7 @@ def test_facet_filter_rare_and_common_paths_match_isin(values, wanted, data):
     facet = Facet.build([pa.chunked_array([values[:half]], pa.string()), pa.chunked_array([values[half:]], pa.string())])
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))), dtype=np.uint8)
     want = [bool(m) and v is not None and v in wanted for m, v in zip(mask.tolist(), values)]
-    assert _keep_facet(mask, facet, wanted).astype(bool).tolist() == want
+    assert keep_facet(mask, facet, wanted).astype(bool).tolist() == want
     # the tag leg takes the same two paths, by author code
     codes = [facet.index[v] for v in wanted if v in facet.index]
     assert tag_leg(types.SimpleNamespace(authors=facet), codes, mask).tolist() == [i for i, w in enumerate(want) if w]
@@ -854,7 +855,7 @@ def test_a_store_whose_int8_copy_is_in_row_order_answers_the_same(tmp_path, monk
     (single queries at dates and now, a date range, bulk scoring)."""
     import pyarrow as pa
 
-    import mempp.storage.writer as W
+    import mempp.storage.commits as W
 
     rng = np.random.default_rng(4)
     n = 1100
@@ -867,8 +868,8 @@ def test_a_store_whose_int8_copy_is_in_row_order_answers_the_same(tmp_path, monk
 
     monkeypatch.setattr(W, "q8_table", row_order)
     old = _store(tmp_path / "old", emb, texts, "int8")
-    assert all(e.q8_order is None for e in old._snap.segments)
-    assert all(e.q8_order is not None and not np.array_equal(e.q8_order, np.arange(len(e.q8))) for e in dated._snap.segments)
+    assert all(e.q8_order is None for e in old.searcher().snapshot.segments)
+    assert all(e.q8_order is not None and not np.array_equal(e.q8_order, np.arange(len(e.q8))) for e in dated.searcher().snapshot.segments)
     qv = unit_rows(rng, 12, 128)
     days = [f"2023-01-{1 + int(d):02d}" for d in rng.integers(0, 28, 12)]
     for i in range(12):

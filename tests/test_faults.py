@@ -207,7 +207,7 @@ def test_nth_operation_failing_in_a_merge_changes_nothing(tmp_path, code):
         with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s2:
             s2.add(batch(4))
             s2.merge(force=True)
-            assert len(s2._snap.segments) == 1
+            assert len(s2.searcher().snapshot.segments) == 1
         assert check_store(path, [0, 1, 2, 3, 4]) is None, n
         assert stray_files(path) == [], n
     assert {"create", "write", "fsync", "rename", "fsync_dir", "unlink"} <= seen
@@ -238,7 +238,7 @@ def test_nth_operation_failing_in_a_supersession_or_ann_commit(tmp_path, op):
     counter = FailNth(-1, errno.EIO)
     with mempp.Store.open(probe, embedder=mempp.HashEmbedder(), merge="manual") as s:
         s.get("b0-0")
-        s._begin_write()  # the writer's own start (lock, clean-up) is not counted below
+        s.writer.begin_write()  # the writer's own start (lock, clean-up) is not counted below
         old = fsutil.set_io_hook(counter)
         try:
             _other_commit(s, op)
@@ -251,7 +251,7 @@ def test_nth_operation_failing_in_a_supersession_or_ann_commit(tmp_path, op):
         path = tmp_path / f"s{n}"
         shutil.copytree(base, path)
         s = mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual")
-        s._begin_write()
+        s.writer.begin_write()
         hook = FailNth(n, errno.EIO)
         old = fsutil.set_io_hook(hook)
         try:
@@ -266,7 +266,7 @@ def test_nth_operation_failing_in_a_supersession_or_ann_commit(tmp_path, op):
             done = r.version == 3  # the failure came after the CURRENT rename
             assert r.version in (2, 3) and len(r) == 6
             assert (r.get("b0-1").valid_until is not None) == (op == "supersede" and done)
-            assert len(r._snap.ann) == (op == "ann" and done)
+            assert len(r.searcher().snapshot.ann) == (op == "ann" and done)
         assert check_store(path, [0, 1], extra_sups=2 if op == "supersede" and done else 0) is None, n
         with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s2:
             if not done:

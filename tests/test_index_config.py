@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mempp
-import mempp.storage.writer
+import mempp.storage.commits
 from mempp import IndexConfig
 
 
@@ -25,7 +25,7 @@ def test_template_changes_what_is_embedded(tmp_path):
     cfg = IndexConfig(embed_template="{author}: {text}")
     with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(), index=cfg) as s:
         s.add([{"id": "a", "text": "we ship friday", "author": "Zed"}])
-        got = s._snap.segments[0].segment.embeddings[0]
+        got = s.searcher().snapshot.segments[0].segment.embeddings[0]
         np.testing.assert_allclose(got, mempp.HashEmbedder().embed(["Zed: we ship friday"])[0])
         assert s.get("a").text == "we ship friday"  # the stored text is untouched
     with mempp.Store.open(tmp_path / "s") as s:
@@ -54,7 +54,7 @@ def test_windows_find_words_past_the_first_window(tmp_path):
                 words = long_doc["text"].split()
                 starts = [0] + list(range(stride, len(words) - (200 - stride), stride))
                 best = max(float(e.embed([" ".join(words[s0 : s0 + 200]) if s0 else long_doc["text"]])[0] @ qv) for s0 in starts)
-                entry = s._snap.segments[0]
+                entry = s.searcher().snapshot.segments[0]
                 dense = np.zeros(2, dtype=np.float32)
                 from mempp.kernels import masked_dot_dense, masked_dot_max
 
@@ -93,7 +93,7 @@ def test_opening_maps_the_stored_matrices_without_copying_them(tmp_path, monkeyp
     """The embeddings, the int8 copy and the window vectors of a reopened store are read in
     place from their files (a copy would cost the open its time and the process that much memory).
     SMALL_UNIT 0: these commits write every file type, as a commit of 64 documents or more does."""
-    monkeypatch.setattr(mempp.storage.writer, "SMALL_UNIT", 0)
+    monkeypatch.setattr(mempp.storage.commits, "SMALL_UNIT", 0)
     filler = " ".join(f"filler{i}" for i in range(400))
     docs = [{"id": f"d{i}", "text": f"{filler} note {i}"} for i in range(40)]
     cfg = IndexConfig(window_stride=150, vector_copy="int8")
@@ -101,8 +101,8 @@ def test_opening_maps_the_stored_matrices_without_copying_them(tmp_path, monkeyp
         s.add(docs[:20])
         s.add(docs[20:])
     with mempp.Store.open(tmp_path / "s") as s:
-        assert len(s._snap.segments) == 2
-        for entry in s._snap.segments:
+        assert len(s.searcher().snapshot.segments) == 2
+        for entry in s.searcher().snapshot.segments:
             stem = entry.segment.name.rsplit("/", 1)[-1].split(".")[0]
             for arr, kind in ((entry.segment.embeddings, "docs"), (entry.q8, "q8"), (entry.window_embeddings, "win")):
                 assert arr is not None and len(arr)

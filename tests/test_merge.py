@@ -129,11 +129,11 @@ def test_merging_changes_no_answer_of_any_version(tmp_path_factory, data, histor
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s:
         _replay(s, history)
         assume(len(s) > 0)
-        segments = len(s._snap.segments)
+        segments = len(s.searcher().snapshot.segments)
     before = _every_version(path, as_ofs)
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s:
         got = s.merge(force=data.draw(st.booleans()))
-        assert len(s._snap.segments) <= segments
+        assert len(s.searcher().snapshot.segments) <= segments
     after = _every_version(path, as_ofs)
     assert set(after) - set(before) == set(range(max(before) + 1, max(before) + got["merges"] + 1))
     for v, answer in before.items():
@@ -159,7 +159,7 @@ def test_many_small_commits_answer_as_one_commit(tmp_path):
         for d in docs:
             many.add([d])
         many.wait_merges()
-        assert len(many._snap.segments) < 40
+        assert len(many.searcher().snapshot.segments) < 40
         assert _answers(many, [None, "2023-06-30"]) == want
     with mempp.Store.open(tmp_path / "many", embedder=mempp.HashEmbedder(), read_only=True) as again:
         assert _answers(again, [None, "2023-06-30"]) == want
@@ -249,14 +249,14 @@ def test_a_failed_merge_leaves_the_store_as_it_was(tmp_path, monkeypatch, step):
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), merge="manual") as s:
         assert len(s) == 12 and [(h.key, h.score) for h in s.query("budget item4", k=5)] == want
         s.merge()
-        assert len(s._snap.segments) < 12
+        assert len(s.searcher().snapshot.segments) < 12
         assert [(h.key, h.score) for h in s.query("budget item4", k=5)] == want
         for v in range(1, version + 1):
             with mempp.Store.open(path, embedder=mempp.HashEmbedder(), version=v) as old:
                 assert len(old) == v
     leftovers = sorted(p.name for p in (path / "segments").iterdir() if p.name.startswith("m"))
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(), read_only=True) as r:
-        live = {f.name.split("/")[-1] for u in r._snap.state.units for f in u.files.values()}
+        live = {f.name.split("/")[-1] for u in r.searcher().snapshot.state.units for f in u.files.values()}
     assert set(leftovers) <= live
 
 

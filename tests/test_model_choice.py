@@ -97,7 +97,7 @@ def test_model_record_and_mismatch_without_loading(tmp_path):
         s.add(DOCS, embeddings=vecs)
         assert s.stats()["embedder"] == {"model_id": BGE_SMALL.model_id, "dim": 384, "max_tokens": 512,
                                          "model_sha256": BGE_SMALL.model_sha256}
-        assert s._embedder is None  # named models load on first use
+        assert not s.embedder_loaded  # named models load on first use
     manifest = json.loads((tmp_path / "bge" / "manifests" / "00000001.json").read_text())
     assert manifest["meta"]["embedder"]["model_sha256"] == BGE_SMALL.model_sha256
     for other in ("minilm", "all-MiniLM-L6-v2", mempp.HashEmbedder(384)):
@@ -140,7 +140,7 @@ def test_records_without_a_model_hash_match_by_model_id():
 def test_bge_store_reopens_with_bge(tmp_path):
     with mempp.Store.open(tmp_path / "s", embedder="bge-small-en-v1.5") as s:
         s.add(DOCS)
-        stored = s._snap.segments[0].segment.embeddings
+        stored = s.searcher().snapshot.segments[0].segment.embeddings
         bge = s.embedder
         assert bge.model_id == BGE_SMALL.model_id
         # documents embedded bare
@@ -171,14 +171,14 @@ def test_bge_windows_reach_past_512_tokens(tmp_path):
         assert hits[0].key == "long" and "best window" in hits.plan.legs["vector"]["method"]
         # oracle: the long document scores as its best window, each window embedded bare
         bge = s.embedder
-        ids = bge._full.encode(long_doc["text"]).ids
+        ids = bge.full_tokenizer.encode(long_doc["text"]).ids
         body, size = ids[1:-1], bge.max_tokens - 2
         starts = [0] + list(range(256, len(body) - (size - 256), 256))
         qv = bge.embed_queries([q])[0]
-        wins = np.vstack([bge._run_ids([[ids[0], *body[a : a + size], ids[-1]]]) for a in starts])
+        wins = np.vstack([bge.run_ids([[ids[0], *body[a : a + size], ids[-1]]]) for a in starts])
         from mempp.kernels import masked_dot_dense, masked_dot_max
 
-        entry = s._snap.segments[0]
+        entry = s.searcher().snapshot.segments[0]
         dense, mask = np.zeros(2, dtype=np.float32), np.ones(2, dtype=np.uint8)
         masked_dot_dense(entry.segment.embeddings, qv, mask, 0, dense)
         masked_dot_max(entry.window_embeddings, entry.window_rows, qv, mask, 0, dense)

@@ -1,7 +1,7 @@
 """Every store format the code claims to open, as written by the code of its time (tests/data).
 
 Each store under tests/data was written by the commit its ``make_*.py`` names, run as that
-commit's code (``tests/data/_oldstore.py``: the documents, the commits and the questions),
+commit's code (``tests/data/oldstore.py``: the documents, the commits and the questions),
 with the answers that code gave. Today's code must open each one read-only, verify it with the
 checksums it carries, answer every question as the old code did (hit for hit, same fused
 scores and reserve flags), find damage, and append to a copy in its own format.
@@ -56,17 +56,17 @@ def answers(s: mempp.Store, want: dict) -> list:
 def test_old_store_opens_and_answers_as_when_it_was_written(name):
     want = expected(name)
     with mempp.Store.open(DATA / name, embedder=mempp.HashEmbedder(16), read_only=True) as s:
-        for a in s._snap.ann:
+        for a in s.searcher().snapshot.ann:
             assert a.wait(60) and a.failed is None, a.failed
         assert s.version == want["facts"]["version"] and len(s) == want["facts"]["documents"]
-        layouts = {"none" if e.q8 is None else "row order" if e.q8_order is None else "date order" for e in s._snap.segments}
+        layouts = {"none" if e.q8 is None else "row order" if e.q8_order is None else "date order" for e in s.searcher().snapshot.segments}
         assert layouts == {INT8[name]}
-        for e in s._snap.segments:  # each int8 row is the embedding of the document it is read as
+        for e in s.searcher().snapshot.segments:  # each int8 row is the embedding of the document it is read as
             if e.q8 is not None:
                 rows = np.arange(e.segment.n) if e.q8_order is None else e.q8_order
                 approx = np.asarray(e.q8, dtype=np.float32) * np.asarray(e.q8_scale)[:, None]
                 np.testing.assert_allclose(approx, np.asarray(e.segment.embeddings)[rows], atol=0.01)
-        assert len(s._snap.ann) == (name == "wide64")
+        assert len(s.searcher().snapshot.ann) == (name == "wide64")
         assert {k: s.get(k).text for k in want["facts"]["texts"]} == want["facts"]["texts"]
         got = answers(s, want)
         for g, w in zip(got, want["answers"]):

@@ -49,7 +49,7 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
 
     model.on_op = before
     old = fsutil.set_io_hook(model)
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     small, writer.SMALL_UNIT = writer.SMALL_UNIT, (0 if every_file else writer.SMALL_UNIT)  # 0: each commit writes every file type
     try:
@@ -104,7 +104,7 @@ def test_power_loss_at_every_operation_loses_nothing_acknowledged(tmp_path, monk
     segments twice, so power is lost at every step of those too (a merge's files written and
     fsynced, its version published, the merged-away files removed)."""
     if parallel:
-        from mempp.storage import writer
+        from mempp.storage import commits as writer
 
         monkeypatch.setattr(writer, "PARALLEL_WRITES", 1)
     states, model = _record_run(tmp_path / "store", plan=EVERY_KIND if kinds else PLAIN, every_file=not kinds)

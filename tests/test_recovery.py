@@ -119,7 +119,7 @@ def test_a_current_replaced_by_an_older_copy_loses_nothing(tmp_path):
 def test_missing_derived_files_are_made_again(tmp_path):
     """Postings, term index and int8 copy deleted: open makes them in memory with the same answers;
     verify calls them derived; repair writes them again as a new version and the store is clean."""
-    from mempp.storage import writer
+    from mempp.storage import commits as writer
 
     s = tmp_path / "s"
     old, writer.SMALL_UNIT = writer.SMALL_UNIT, 0

@@ -120,7 +120,7 @@ def test_queries_equal_the_mapped_store_before_during_and_after_the_copy(tmp_pat
         assert all(g == want for g in got)
         stats = s.stats()
         assert stats["resident_bytes"] == stats["int8_bytes"] and stats["resident_errors"] == []
-        assert all(e.q8_state == "resident" and not e.q8.flags.writeable for e in s._snap.segments)
+        assert all(e.q8_state == "resident" and not e.q8.flags.writeable for e in s.searcher().snapshot.segments)
         assert _answers(s) == want
 
 
@@ -129,7 +129,7 @@ def test_the_copy_gives_back_the_mapped_pages(tmp_path):
     _build(tmp_path / "s")
     files = sorted((tmp_path / "s" / "segments").glob("*.q8.arrow"))
     with mempp.Store.open(tmp_path / "s", read_only=True, resident=False) as s:
-        for e in s._snap.segments:
+        for e in s.searcher().snapshot.segments:
             assert int(e.q8.astype(np.int64).sum()) == int(e.q8_stats()[0].sum())  # every mapped row read
         before = [_mapping_rss_kb(f) * 1024 for f in files]
         assert all(b > 0.8 * f.stat().st_size for b, f in zip(before, files))
@@ -145,14 +145,14 @@ def test_the_first_query_starts_the_copy_and_new_segments_follow(tmp_path):
         s.add(_docs(1000, 1))
         assert s.stats()["resident_bytes"] == 0
         s.query("budget", k=3)
-        assert s._residency.wait(60)
+        assert s.residency.wait(60)
         assert s.stats()["resident_bytes"] == 2 * 1000 * DIM
-        first = s._snap.segments[0].q8
+        first = s.searcher().snapshot.segments[0].q8
         s.add(_docs(1000, 2))  # a new segment: mapped until the next query
         assert s.stats()["resident_bytes"] == 2 * 1000 * DIM
-        assert s._snap.segments[0].q8 is first  # segments shared with the old snapshot keep their copy
+        assert s.searcher().snapshot.segments[0].q8 is first  # segments shared with the old snapshot keep their copy
         s.query("budget", k=3)
-        assert s._residency.wait(60)
+        assert s.residency.wait(60)
         assert s.stats()["resident_bytes"] == s.stats()["int8_bytes"] == 3 * 1000 * DIM
     with mempp.Store.open(tmp_path / "s", read_only=True, resident=False) as mapped:
         want = _answers(mapped)
@@ -167,19 +167,44 @@ def test_stopping_leaves_the_segments_mapped_and_usable(tmp_path):
         want = _answers(mapped)
     with mempp.Store.open(tmp_path / "s", read_only=True) as s:
         res = Residency()
-        res._stop.set()  # as close() leaves it
-        assert res.offer(s._snap.segments) == 0
+        res.close()  # a closed residency copies nothing
+        assert res.offer(s.searcher().snapshot.segments) == 0
         assert res.wait(0)
-        entry = s._snap.segments[0]
+        entry = s.searcher().snapshot.segments[0]
         stop = threading.Event()
         stop.set()
         assert entry.make_resident(stop) == 0 and entry.q8_state == "mapped"
         assert _answers(s) == want
     s.close()  # closing twice, and closing with no copy under way, are fine
-    assert s._residency.wait(0)
+    assert s.residency.wait(0)
 
 
 def test_resident_must_be_a_bool(tmp_path):
     with pytest.raises(ValidationError) as err:
         mempp.Store.open(tmp_path / "s", resident="yes")
     assert err.value.field == "resident"
+
+
+@pytest.mark.skipif(not LINUX, reason="mappings read from /proc/self/maps (Linux)")
+def test_a_store_dropped_without_close_unmaps_its_files_at_once(tmp_path):
+    """A Store, its searchers, writer and background threads hold no cycle back to it: dropped
+    without close(), its mapped files go at once, not at the next cyclic garbage collection."""
+    import gc
+
+    def mapped() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(str(tmp_path) in line for line in f)
+
+    gc.disable()
+    try:
+        s = mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM))
+        s.add(_docs(300, 0))
+        searcher = s.searcher()
+        s.add(_docs(300, 1))
+        assert _answers(s) and searcher.query("budget review") and mapped() > 0
+        del s
+        assert mapped() > 0  # the searcher still reads its version
+        del searcher
+        assert mapped() == 0
+    finally:
+        gc.enable()

@@ -57,15 +57,16 @@ def questions(seed, n=30):
 
 
 def sharded(store, texts, as_ofs, n_shards, k=10, first_top=None, **options):
-    specs = plan_shards(store, n_shards)
+    searcher = store.searcher()
+    specs = plan_shards(searcher, n_shards)
     shards = [Shard(spec) for spec in specs]
 
     def call(method, args):
         return [getattr(shard, method)(*a) for shard, a in zip(shards, args)]
 
-    driver = Driver(store, specs, first_top=first_top)
-    opts = chunk_options(store, as_ofs, k, len(texts), options, sharded=True)
-    vecs, blank = store._embed_chunk(texts) if opts[0].weights[2] else (None, [False] * len(texts))
+    driver = Driver(searcher, specs, first_top=first_top)
+    opts = chunk_options(searcher, as_ofs, k, len(texts), options, sharded=True)
+    vecs, blank = searcher.embed_questions(texts) if opts[0].weights[2] else (None, [False] * len(texts))
     batches = [
         driver.score_chunk(call, a, texts[a : a + 16], opts[a : a + 16], None if vecs is None else vecs[a : a + 16], blank[a : a + 16])
         for a in range(0, len(texts), 16)
@@ -254,7 +255,7 @@ def test_a_store_with_an_ann_index_is_sharded_only_with_the_exact_scan(tmp_path)
         assert s.build_ann(min_docs=10) is not None
     texts, as_ofs = questions(13, n=10)
     with mempp.Store.open(path, read_only=True) as store:
-        assert store._snap.ann and store._snap.ann[0].wait(60)
+        assert store.searcher().snapshot.ann and store.searcher().snapshot.ann[0].wait(60)
         with pytest.raises(mempp.ValidationError, match="vector_index"):
             sharded(store, texts, as_ofs, 2)
         got, _ = sharded(store, texts, as_ofs, 2, vector_index="exact")

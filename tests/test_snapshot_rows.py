@@ -52,7 +52,7 @@ def test_store_rows_equal_the_segment_table(tmp_path):
     ]
     store.add(docs[:2])
     store.add(docs[2:])
-    snap = store._snap
+    snap = store.searcher().snapshot
     ids = [2, 0, 1, 2]
     got = snap.rows(ids)
     for doc, row in zip(ids, got):

@@ -17,7 +17,7 @@ def test_round_trip_through_reopen(tmp_path):
     with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
         ids = s.add(ORG)
         before = [(h.key, h.score, h.ranks) for h in s.query("uptime SLA", k=4)]
-        emb = s._snap.segments[0].segment.embeddings.copy()
+        emb = s.searcher().snapshot.segments[0].segment.embeddings.copy()
     assert ids == [0, 1, 2, 3]
     with mempp.Store.open(path) as s:  # the embedder comes back from the manifest
         assert len(s) == 4 and s.version == 1
@@ -27,7 +27,7 @@ def test_round_trip_through_reopen(tmp_path):
         assert rec.date == datetime(2023, 1, 10, tzinfo=timezone.utc)
         assert rec.valid_until == datetime(2023, 6, 1, tzinfo=timezone.utc)
         assert s.get("undated").date is None
-        np.testing.assert_array_equal(s._snap.segments[0].segment.embeddings, emb)
+        np.testing.assert_array_equal(s.searcher().snapshot.segments[0].segment.embeddings, emb)
 
 
 def test_meta_keeps_extra_fields_verbatim(store):
@@ -285,7 +285,7 @@ def test_question_dates_bound_as_of_only_when_asked(store):
 def test_question_date_parser():
     from datetime import date
 
-    from mempp.qdates import question_as_of
+    from mempp.question_dates import question_as_of
 
     assert question_as_of("as of 2023-03-12?") == date(2023, 3, 12)
     assert question_as_of("decided in March 2023") == date(2023, 3, 31)
@@ -310,7 +310,7 @@ def test_big_batches_tokenized_aside_index_like_small_ones(tmp_path):
             for part in (docs, again):
                 for a in range(0, len(part), chunk):
                     s.add(part[a : a + chunk])
-            snap = s._snap
+            snap = s.searcher().snapshot
             lengths = np.concatenate([e.segment.lengths for e in snap.segments])
             return dict(snap.term_ids), lengths, [h.doc_id for h in s.query("caroline budget 99.9", k=20, legs=("lexical",))]
 
@@ -338,7 +338,7 @@ def test_big_batches_tokenized_before_the_check_index_like_small_ones(tmp_path):
     def build(path, chunk):
         with mempp.Store.open(path, embedder=mempp.HashEmbedder()) as s:
             ids = [x for a in range(0, len(docs), chunk) for x in s.add(docs[a : a + chunk])]
-            snap = s._snap
+            snap = s.searcher().snapshot
             lengths = np.concatenate([e.segment.lengths for e in snap.segments])
             hits = [h.doc_id for h in s.query("caroline budget 99.9 naive", k=20, legs=("lexical",))]
             return ids, dict(snap.term_ids), lengths, hits
@@ -358,11 +358,11 @@ def test_big_batches_tokenized_before_the_check_index_like_small_ones(tmp_path):
     from concurrent.futures import Future
 
     from mempp.storage.analyzer import tokenize
-    from mempp.writes import _tokens_of_rows
+    from mempp.batches import tokens_of_rows
 
     done = Future()
     done.set_result(tokenize(["alpha beta", "gamma", "delta"]))
-    got = _tokens_of_rows(done, np.array([True, False, True]), lambda: ["alpha beta", "delta"])
+    got = tokens_of_rows(done, np.array([True, False, True]), lambda: ["alpha beta", "delta"])
     want = tokenize(["alpha beta", "delta"])
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
 

@@ -370,7 +370,7 @@ def mask_ids(store, as_of, authors=None, date_from=None, date_to=None) -> set[in
         date_from=date_from,
         date_to=date_to,
     )
-    mask = candidate_mask(store._snap, opt)
+    mask = candidate_mask(store.searcher().snapshot, opt)
     assert mask.dtype == np.uint8 and mask.shape == (len(store),)
     return set(np.flatnonzero(mask).tolist())
 

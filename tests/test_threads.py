@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 import mempp
 from mempp.fusion import select as paper_select
-from mempp.threads import SIBLING_SHARE, lift_siblings, select
+from mempp.fusion import select_ranked as select
+from mempp.threads import SIBLING_SHARE, lift_siblings
 
 NAT = np.iinfo(np.int64).min
 

@@ -230,17 +230,17 @@ from hypothesis import strategies as st
 @settings(max_examples=500, deadline=None)
 @given(st.text(st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000")), max_size=12))
 def test_fingerprint_fast_path_normalizes_whitespace_like_split(text):
-    from mempp.ingest import _UNNORMALIZED
+    from mempp.ingest import UNNORMALIZED
 
-    assert (_UNNORMALIZED.search(text) is None) == (" ".join(text.split()) == text)
+    assert (UNNORMALIZED.search(text) is None) == (" ".join(text.split()) == text)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000\x00\x7f\u200b")), max_size=12) | st.text(max_size=12))
 def test_fingerprint_whitespace_check_agrees_with_split(text):
-    from mempp.ingest import _unnormalized
+    from mempp.ingest import unnormalized
 
-    assert _unnormalized(text) == (" ".join(text.split()) != text)
+    assert unnormalized(text) == (" ".join(text.split()) != text)
 
 
 class _Record(dict):
@@ -309,17 +309,17 @@ def test_column_check_of_plain_records_equals_the_row_check(docs):
 
 
 def test_embeddings_are_checked_in_chunks_exactly_as_one_array():
-    from mempp.ingest import _check_embeddings
+    from mempp.ingest import check_embeddings
 
     rng = np.random.default_rng(0)
     emb = rng.standard_normal((9000, 16)).astype(np.float32) * 3
     emb[[0, 4096, 8999]] = 0
     norms = np.linalg.norm(emb, axis=1, keepdims=True)
     want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
-    assert np.array_equal(_check_embeddings(emb, 9000, 16).view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(check_embeddings(emb, 9000, 16).view(np.uint32), want.view(np.uint32))
     emb[[4500, 7000], 3] = [np.inf, np.nan]
     with pytest.raises(mempp.ValidationError) as info:
-        _check_embeddings(emb, 9000, 16)
+        check_embeddings(emb, 9000, 16)
     assert info.value.record == 4500
 
 
@@ -332,15 +332,15 @@ def test_normalized_embeddings_equal_those_of_linalg_norm(n, dim, scale, seed):
 
 
 def _assert_normalized_as_numpy(rng, n: int, dim: int, scale: float, zero_share: float) -> np.ndarray:
-    """Check ``_check_embeddings`` of random rows (some zero) against numpy bit for bit; return the rows."""
-    from mempp.ingest import _check_embeddings
+    """Check ``check_embeddings`` of random rows (some zero) against numpy bit for bit; return the rows."""
+    from mempp.ingest import check_embeddings
 
     emb = (rng.standard_normal((n, dim)) * scale).astype(np.float32)
     emb[rng.random(n) < zero_share] = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         norms = np.linalg.norm(emb, axis=1, keepdims=True)
         want = np.where(norms > 0, emb / np.where(norms > 0, norms, 1), 0).astype(np.float32)
-        got = _check_embeddings(emb, n, dim)
+        got = check_embeddings(emb, n, dim)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     return emb
 
@@ -350,7 +350,7 @@ def _assert_normalized_as_numpy(rng, n: int, dim: int, scale: float, zero_share:
 def test_wide_rows_normalize_as_numpy_sums_them(n, dim, scale, seed):
     """Rows longer than numpy's pairwise block (128) are summed in halves: the compiled
     normalization follows the same split, bit for bit, and names the first row with a NaN."""
-    from mempp.ingest import _check_embeddings
+    from mempp.ingest import check_embeddings
 
     rng = np.random.default_rng(seed)
     emb = _assert_normalized_as_numpy(rng, n, dim, scale, zero_share=0.1)
@@ -358,7 +358,7 @@ def test_wide_rows_normalize_as_numpy_sums_them(n, dim, scale, seed):
     emb[bad[0], dim - 1] = np.nan
     emb[bad[-1], 0] = -np.inf
     with pytest.raises(mempp.ValidationError) as info:
-        _check_embeddings(emb[:, ::1] if seed % 2 else np.asfortranarray(emb), n, dim)
+        check_embeddings(emb[:, ::1] if seed % 2 else np.asfortranarray(emb), n, dim)
     assert (info.value.field, info.value.record) == ("embedding", bad[0])
 
 
@@ -366,13 +366,13 @@ def test_wide_rows_normalize_as_numpy_sums_them(n, dim, scale, seed):
 @given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.text(st.sampled_from(list("ab  \t\n\r\x0b\x0c\x1c\x1f\x00\x7fé")), min_size=1, max_size=10)), max_size=6))
 def test_batch_fingerprints_equal_fingerprint(pairs):
     """The batch (compiled whitespace check, shared encoding) against :func:`fingerprint`, text by text."""
-    from mempp.ingest import Row, _fingerprint_rows, fingerprint
+    from mempp.ingest import Row, fingerprint_rows, fingerprint
 
     rows = [Row(i, None, text, author, None, None, None, None, None, (), 0) for i, (author, text) in enumerate(pairs)]
-    _fingerprint_rows(rows)
+    fingerprint_rows(rows)
     assert [r.fingerprint for r in rows] == [fingerprint(a, t) for a, t in pairs]
     ascii_rows = [Row(i, None, t.encode("ascii", "ignore").decode() or "x", None, None, None, None, None, None, (), 0) for i, (_, t) in enumerate(pairs)]
-    _fingerprint_rows(ascii_rows)
+    fingerprint_rows(ascii_rows)
     assert [r.fingerprint for r in ascii_rows] == [fingerprint(None, r.text) for r in ascii_rows]
 
 

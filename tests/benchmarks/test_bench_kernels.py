@@ -170,7 +170,7 @@ def test_masked_dot_topk_int8_date_order(benchmark, corpus):
     """The int8 scan of a copy stored in date order (as the writer stores it): the candidates of
     "valid at as_of" (dated at or before it, 10% retired) are then a span of the copy, not 44% of
     rows spread over all of it. Compare with test_masked_dot_topk_int8 (a random 44% mask)."""
-    from mempp.storage.writer import q8_table
+    from mempp.storage.commits import q8_table
 
     q8, scale, _, prepared = _int8_copy(corpus)
     rng = np.random.default_rng(2)
@@ -264,7 +264,7 @@ def test_lexical_maxscore_query(benchmark, workload_store):
     from mempp import planner as P
 
     store, questions, _ = workload_store
-    snap = store._snap
+    snap = store.searcher().snapshot
     opt = P.QueryOptions(k=10)
     mask = P.candidate_mask(snap, opt)
     n_cand = int(np.count_nonzero(mask))

@@ -7,7 +7,7 @@ date is left alone. The rule is deliberately plain, so a user can predict it.
 
 Owns that rule (:func:`question_as_of`) and its patterns; the read path calls it. A leaf.
 
-Never imports: reads, planner, store.
+Never imports: searcher, planner, store.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ unreferenced and removed by the next writer (:func:`clean_strays`).
 
 Owns: the write of one commit's files. Must never import the engine.
 
-Never imports: snapshot, merge, mempp.store, mempp.writes.
+Never imports: snapshot, merge, mempp.store, mempp.writer.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,6 @@ class CommitBatch:
     window_embeddings: np.ndarray | None = None
     quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
     ann: tuple[int, int, dict, bytes] | None = None  # an ANN index over doc ids [first, first + n): (first, n, params, file)
-    built: dict | None = None  # set by the commit of a small batch: its postings and int8 copy, made in memory
 
     @property
     def n_docs(self) -> int:
@@ -91,8 +91,17 @@ def new_meta(dim: int, embedder: dict, analyzer: dict, index: dict | None = None
     return {"dim": dim, "embedder": embedder, "analyzer": analyzer, "index": index or {}}
 
 
-def commit(store: Path, state: State, batch: CommitBatch) -> State:
-    """Write ``batch`` and publish it as version ``state.version + 1``; return the new state.
+class Committed(NamedTuple):
+    """What :func:`commit` published: the new state, and what it made in memory that opening the
+    version may use as it is (by segment file name: a small unit's postings and int8 copy), or None."""
+
+    state: State
+    built: dict | None
+
+
+def commit(store: Path, state: State, batch: CommitBatch) -> Committed:
+    """Write ``batch`` and publish it as version ``state.version + 1``; return the new state (and
+    what the commit built in memory: :class:`Committed`).
 
     An I/O error raises :class:`StoreWriteError` (``broken=True`` when an fsync failed);
     the previous version stays current unless the error came after the ``CURRENT``
@@ -118,7 +127,7 @@ def prepare_dirs(store: Path) -> None:
         fsync_dir(store)
 
 
-def _commit(store: Path, state: State, batch: CommitBatch) -> State:
+def _commit(store: Path, state: State, batch: CommitBatch) -> Committed:
     version = state.version + 1
     failpoint("before_commit")
     prepare_dirs(store)
@@ -126,10 +135,11 @@ def _commit(store: Path, state: State, batch: CommitBatch) -> State:
     files: dict[str, FileRef] = {}
     pending: list = []  # every new file, written and fsynced together when the version is published
     length = 0
+    built = None
     try:
         if batch.n_docs:
             length = int(sum(batch.columns["length"]))
-            _write_rows(store, stem, batch, files, pending)
+            built = _write_rows(store, stem, batch, files, pending)
         if batch.new_terms:
             table = pa.table({"term": pa.array(batch.new_terms, pa.string())})
             files["dict"] = write_table_file(store, f"{stem}.dict.arrow", table, pending)
@@ -156,7 +166,7 @@ def _commit(store: Path, state: State, batch: CommitBatch) -> State:
     )
     change = {"op": "append", "unit": None if unit is None else unit.to_json(), "ann": None if ann is None else ann.to_json()}
     steps = tuple(FILE_STEPS[k] for k in FILE_ORDER if k in files) + (("after_ann_fsync",) if ann is not None else ())
-    return commit_version(store, state, change, entry, pending, steps)
+    return Committed(commit_version(store, state, change, entry, pending, steps), built)
 
 
 FILE_ORDER = ("docs", "post", "index", "win", "q8", "dict", "sup")
@@ -166,8 +176,10 @@ FILE_STEPS = {
 }
 
 
-def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending: list) -> None:
-    """The new rows' files: segment, postings, term index, window vectors, int8 copy.
+def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending: list) -> dict | None:
+    """The new rows' files: segment, postings, term index, window vectors, int8 copy. A small
+    batch writes its segment alone and returns its postings and int8 copy, made in memory
+    (``{segment file name: {"postings", "q8"}}``); a bigger one returns None.
 
     A big batch's postings are inverted and encoded, and with its term index and int8 copy
     written, in a thread (numba and Arrow release the GIL) while the segment is encoded and
@@ -184,8 +196,7 @@ def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending
             dates = pa.array(batch.columns["date"], pa.int64()).fill_null(NAT).to_numpy()
             order = date_order(dates)
             built["q8"] = (np.ascontiguousarray(q8[order]), scale[order], order, dates[order])
-        batch.built = {files["docs"].name: built}
-        return
+        return {files["docs"].name: built}
     if batch.n_docs < PARALLEL_WRITES:
         files["docs"] = write_table_file(store, f"{stem}.docs.arrow", segment_batch(batch.columns, batch.embeddings), pending)
         post, index = Postings.build_flat(*batch.flat_terms).tables()
@@ -195,7 +206,7 @@ def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending
             files["win"] = write_table_file(store, f"{stem}.win.arrow", window_table(batch.window_rows, batch.window_embeddings), pending)
         if batch.quantized is not None:
             files["q8"] = write_table_file(store, f"{stem}.q8.arrow", _q8_file(batch), pending)
-        return
+        return None
     aside: list = []  # the thread's own new files (one list per thread: no shared appends)
 
     def derived():
@@ -222,6 +233,7 @@ def _write_rows(store: Path, stem: str, batch: CommitBatch, files: dict, pending
     ordered = {k: files[k] for k in FILE_ORDER if k in files}
     files.clear()
     files.update(ordered)
+    return None
 
 
 def window_table(rows: np.ndarray, embeddings: np.ndarray) -> pa.Table:

@@ -42,7 +42,7 @@ def _median(xs: list[float]) -> float:
 def embed_bench(docs: Path, n: int, reps: int) -> dict[str, Any]:
     import mempp
     from mempp import distributed
-    from mempp.jsonl import read_jsonl
+    from mempp.inputs import read_jsonl
     from mempp.tables import records_table
 
     records = []

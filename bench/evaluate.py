@@ -27,7 +27,7 @@ from mempp.config import (
     DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
 )
 from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
-from mempp.jsonl import read_jsonl
+from mempp.inputs import read_jsonl
 from mempp.progress import ProgressBar
 
 

@@ -137,7 +137,7 @@ def _input_file(path: str) -> None:
 
 
 def _records(path: str, batch_size: int, tables: bool = False):
-    from .jsonl import read_records, read_tables
+    from .inputs import read_records, read_tables
 
     return read_tables(path, batch_size) if tables else read_records(path, batch_size)
 
@@ -382,7 +382,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_query_batch(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from .jsonl import read_jsonl
+    from .inputs import read_jsonl
     from .progress import ProgressBar
     from .store import Store
 

@@ -157,7 +157,7 @@ def _paths(source: Any) -> list[str]:
 
 
 def _jsonl_blocks(paths: list[str]) -> Iterator:
-    from .jsonl import read_jsonl
+    from .inputs import read_jsonl
 
     for path in paths:
         block: list = []

@@ -25,13 +25,13 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from mempp.kernels.analyze import maybe_unnormalized_ascii
+from mempp.kernels.tokenizer import maybe_unnormalized_ascii
 from mempp.kernels.cosine import normalize_rows
 from mempp.storage.analyzer import joined_ascii
 
 from .dates import to_us
 from .errors import ValidationError
-from .jsonl import MAX_NESTING
+from .inputs import MAX_NESTING
 from .types import Document
 
 STRING_FIELDS = ("author", "thread", "channel", "source")

@@ -24,6 +24,7 @@ import gc
 import os
 import threading
 import time
+import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -443,7 +444,8 @@ class Writer:
 
     @_one_writer_thread
     def build_ann(
-        self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
+        self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, workers: int = 0,
+        threads: int | None = None,
     ) -> dict | None:
         """Index the committed documents no ANN index covers yet (HNSW), if there are ``min_docs``.
 
@@ -453,8 +455,13 @@ class Writer:
         added later are scanned exactly until the next ``build_ann``. The vector leg then
         chooses, per query and index, between the index (oversampled, post-filtered, rescored
         exactly) and the exact scan, by a cost model (``planner.ann_cost_ms``). Returns
-        ``{"first", "n", "seconds"}`` or None when there was too little to index.
+        ``{"first", "n", "seconds"}`` or None when there was too little to index. ``workers``:
+        OS threads building it (0: every core); ``threads`` is its former name (a query's
+        ``threads`` filters conversations).
         """
+        if threads is not None:
+            warnings.warn("build_ann(threads=...) is now build_ann(workers=...)", DeprecationWarning, stacklevel=3)
+            workers = threads
         self.check_writable()
         self.begin_write()
         snap = self.snap
@@ -464,7 +471,7 @@ class Writer:
             return None
         t = time.perf_counter()
         rows = [e.segment.embeddings[max(0, first - e.base) :] for e in snap.segments if e.base + e.segment.n > first]
-        index = ann_build(rows, first, m=m, ef_construction=ef_construction, threads=threads)
+        index = ann_build(rows, first, m=m, ef_construction=ef_construction, workers=workers)
         data = ann_bytes(index, self.path / f".ann-build.tmp-{os.getpid()}")
         params = {"space": "ip", "M": int(m), "ef_construction": int(ef_construction)}
         self._commit(CommitBatch(ann=(first, n, params, data)))

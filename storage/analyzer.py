@@ -9,7 +9,7 @@ refuses to open with a different one, since its postings would not match.
 
 Owns the analysis rules (stop words, apostrophes and possessives, numbers, the Snowball stem),
 :class:`Analyzer` (what the manifest records) and :func:`tokenize`; the scan itself is compiled in
-``kernels.analyze``, which this module calls.
+``kernels.tokenizer``, which this module calls.
 
 Never imports: segment, postings, snapshot, writer, mempp.ingest, mempp.store.
 """
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from mempp.kernels import analyze as _analyze
+from mempp.kernels import tokenizer as _tokenizer
 
 # A compact English stop list (Lucene's classic list plus common question and chat words).
 STOPWORDS = frozenset(
@@ -125,7 +125,7 @@ def _code_points(texts: Sequence[str], ascii: tuple | None = None) -> tuple[np.n
         np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offs[1:])
     classes = _classes(128 if buf.dtype == np.uint8 else int(buf.max()) + 1)
     clean = np.empty(len(buf), dtype=buf.dtype)
-    new_offs = _analyze.clean(buf, offs, classes, clean)
+    new_offs = _tokenizer.clean(buf, offs, classes, clean)
     return clean, new_offs, classes
 
 
@@ -142,11 +142,11 @@ def tokenize(texts: Sequence[str], ascii: tuple | None = None) -> Tokens:
     if len(texts) == 0:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), []
     buf, offs, classes = _code_points(texts, ascii)
-    tok, counts, starts, lens = _analyze.tokenize(buf, offs, classes)
+    tok, counts, starts, lens = _tokenizer.tokenize(buf, offs, classes)
     if len(starts):
         # the distinct tokens, decoded in one go: they hold no space
         out = np.empty(int(lens.sum()) + len(lens), dtype=buf.dtype)
-        used = _analyze.gather(buf, starts, lens, 32, out)
+        used = _tokenizer.gather(buf, starts, lens, 32, out)
         words = out[: used - 1].tobytes().decode("ascii" if buf.dtype == np.uint8 else "utf-32-le").split(" ")
     else:
         words = []
@@ -183,7 +183,7 @@ class Analyzer:
         term in first-seen order. Same terms as :meth:`terms`, text by text: each text is
         normalized as there (ASCII text needs no NFKC, and its case folding is lowering
         A-Z, done by the kernel), then the possessive, apostrophe and token rules run
-        compiled over all texts' code points at once (``mempp.kernels.analyze``, which
+        compiled over all texts' code points at once (``mempp.kernels.tokenizer``, which
         classifies code points as ``re`` does), and each distinct token is stemmed and
         interned once.
         """
@@ -214,7 +214,7 @@ class Analyzer:
             for i in [i for i, w in enumerate(map(stop.__contains__, words)) if w]:
                 ids[i] = -1
             code = np.array(ids, dtype=np.int64)
-        return _analyze.map_terms(tok, counts, code)
+        return _tokenizer.map_terms(tok, counts, code)
 
     def _term_ids_regex(self, texts: Sequence[str], intern: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
         """The batch path before the compiled tokenizer (kept as a second reference for the tests)."""

@@ -76,7 +76,7 @@ class AnnIndex:
 
 
 def build(
-    parts: list[np.ndarray], first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, threads: int = 0
+    parts: list[np.ndarray], first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, workers: int = 0
 ) -> "object":
     """A new hnswlib index over the rows of ``parts`` in order (doc ids ``first ..``), fed in
     slices so the (memory-mapped) embeddings are never copied whole."""
@@ -86,7 +86,7 @@ def build(
     dim = parts[0].shape[1]
     index = hnswlib.Index(space="ip", dim=dim)
     index.init_index(max_elements=max(n, 1), M=int(m), ef_construction=int(ef_construction), random_seed=0)
-    index.set_num_threads(threads or os.cpu_count() or 1)
+    index.set_num_threads(workers or os.cpu_count() or 1)
     step = 50_000
     label = first
     for part in parts:

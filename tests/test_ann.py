@@ -319,3 +319,12 @@ def test_query_batch_equals_single_queries_on_an_indexed_store(org):
                     exact = s.query(texts[i], embedding=qs[i], as_of=as_ofs[i], **(opts | {"vector_index": "exact"}))
                     differs += [h.doc_id for h in hits] != [h.doc_id for h in exact]
         assert differs, "the index answered every query as the exact scan: this test could not tell them apart"
+
+
+def test_build_ann_threads_is_workers_former_name(tmp_path):
+    rng = np.random.default_rng(3)
+    emb = rng.standard_normal((60, DIM)).astype(np.float32)
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(dim=DIM)) as s:
+        s.add([{"text": f"doc {i}"} for i in range(60)], embeddings=emb)
+        with pytest.warns(DeprecationWarning, match="workers"):
+            assert s.build_ann(min_docs=1, m=8, ef_construction=20, threads=1)["n"] == 60

@@ -77,9 +77,9 @@ def _present(path: Path) -> int:
 @pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel-writes"])
 def test_sigkill_at_random_moments_loses_no_acknowledged_batch(tmp_path, parallel):
     """``parallel``: the writer takes the big batches' path (derived files written from a second
-    thread) for every commit; 60 kills serial and 40 that way in CI (whose 15 minutes they
-    would otherwise take a quarter of), 1,000 and 400 with ``MEMPP_LONG=1``."""
-    kills = (1000 if long_run() else 60) if not parallel else (400 if long_run() else 40)
+    thread) for every commit; 30 kills serial and 20 that way in CI (each kill starts a fresh
+    process, about 4 s; CI has 15 minutes for everything), 1,000 and 400 with ``MEMPP_LONG=1``."""
+    kills = (1000 if long_run() else 30) if not parallel else (400 if long_run() else 20)
     env = {"MEMPP_TEST_PARALLEL_WRITES": "1", "MEMPP_TEST_EVERY_FILE": "1"} if parallel else None
     rng = random.Random(5)
     path = tmp_path / "s"

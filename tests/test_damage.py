@@ -63,7 +63,7 @@ def _build(path: Path) -> None:
             for b in range(3):
                 s.add(batch(b, per=6, long=True))
             s.merge(force=True)
-            s.build_ann(min_docs=1, m=8, ef_construction=40, threads=1)
+            s.build_ann(min_docs=1, m=8, ef_construction=40, workers=1)
             s.add(batch(6, per=6, long=True))  # re-keys b4-0: no such key, a new document; supersedes below
             s.supersede_many([("b0-1", "b6-1"), ("b1-2", "b6-2")])
     finally:

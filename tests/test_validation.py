@@ -599,7 +599,7 @@ def test_any_nesting_is_stored_or_refused_by_name(tmp_path_factory, shape, via):
     levels, else a ValidationError naming field 'meta' and the record (the API), or the file's
     line (JSON Lines; also when Python's parser cannot read that deep), never a RecursionError."""
     from mempp.ingest import prepare
-    from mempp.jsonl import read_records
+    from mempp.inputs import read_records
 
     value: object = 0
     for kind in reversed(shape):

@@ -277,7 +277,7 @@ def test_lexical_maxscore_query(benchmark, workload_store):
 
 
 def test_analyzer_tokenize(benchmark, workload_store):
-    """Analysis at ingest (kernels/analyze.py through Analyzer.term_ids), 5,000 workload texts."""
+    """Analysis at ingest (kernels/tokenizer.py through Analyzer.term_ids), 5,000 workload texts."""
     from mempp.storage.analyzer import Analyzer
 
     _, _, w = workload_store

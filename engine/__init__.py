@@ -33,7 +33,7 @@ from .searcher import Searcher
 from .store import Store, repair, verify
 from .writer import Writer
 from mempp.storage import StoreRecoveredWarning
-from .types import Added, Document, Hit, Hits, Plan, Record
+from .types import Added, Document, Hit, Hits, Plan, Record, Replacement
 from mempp.storage import Analyzer
 
 __version__ = "0.1.0"
@@ -56,6 +56,7 @@ __all__ = [
     "Plan",
     "QueryOptions",
     "Record",
+    "Replacement",
     "ReserveRule",
     "Searcher",
     "Store",

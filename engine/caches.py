@@ -24,7 +24,7 @@ _SEGMENTS: "weakref.WeakKeyDictionary[Any, SegmentCaches]" = weakref.WeakKeyDict
 class VersionCaches:
     """One snapshot's derived structures; each slot None until built. ``lock`` guards builds."""
 
-    __slots__ = ("lock", "masks", "valid_index", "valid_index_build", "valid_index_lock", "lex_table", "embedding_table", "__weakref__")
+    __slots__ = ("lock", "masks", "valid_index", "valid_index_build", "valid_index_lock", "lex_table", "embedding_table", "sup_by_old", "__weakref__")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -34,6 +34,7 @@ class VersionCaches:
         self.valid_index_lock = threading.Lock()
         self.lex_table = None
         self.embedding_table = None
+        self.sup_by_old = None  # (event order by old doc id, then effective, then new doc id; the sorted old ids)
 
 
 class SegmentCaches:

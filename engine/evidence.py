@@ -17,9 +17,13 @@ def evidence_header(rec: Record) -> str:
     date = rec.date.date().isoformat() if rec.date else "undated"
     who = rec.author or "unknown author"
     where = [p for p in (rec.channel, f"thread {rec.thread}" if rec.thread else None) if p]
-    return f"[{date}] {who}" + (f" ({', '.join(where)})" if where else "") + ":"
+    replaced = getattr(rec, "superseded_by", None)
+    mark = f", {replaced.describe()}" if replaced is not None else ""
+    return f"[{date}] {who}" + (f" ({', '.join(where)})" if where else "") + mark + ":"
 
 
 def format_evidence(hits: Iterable[Record], *, separator: str = "\n\n") -> str:
-    """``[2023-09-15] Aisha Patel (email, thread EV-2023-105):`` then the original text, per hit."""
+    """``[2023-09-15] Aisha Patel (email, thread EV-2023-105):`` then the original text, per hit.
+    A hit that held at the as-of date but was replaced since says so in its header:
+    ``[2023-01-05] Ann Lee, superseded on 2023-06-01 by sla-2 (Ben Ortiz):``."""
     return separator.join(f"{evidence_header(h)}\n{h.text}" for h in hits)

@@ -48,6 +48,7 @@ def hit_document(hit: Hit, plan: Plan | None = None) -> Document:
         "thread": hit.thread,
         "channel": hit.channel,
         "valid_until": hit.valid_until.isoformat() if hit.valid_until else None,
+        "superseded_by": hit.superseded_by.describe() if hit.superseded_by else None,
         "score": float(hit.score),
         "leg_scores": shares,
         "ranks": ranks,

@@ -97,6 +97,7 @@ def record_dict(r: Record) -> dict[str, Any]:
         "thread": r.thread,
         "channel": r.channel,
         "valid_until": _iso(r.valid_until),
+        "superseded_by": r.superseded_by.to_dict() if r.superseded_by else None,
         "text": r.text,
     }
 

@@ -39,7 +39,7 @@ from .options import QueryOptions, date_arg, names_arg
 from .planner import Given, NameMatcher, candidate_mask, run, run_feedback, vector_legs
 from .question_dates import question_as_of
 from .results import BATCH_SCHEMA, batch_columns, hit_rows
-from .types import LEGS, Hit, Hits, Plan, Record
+from .types import LEGS, Hit, Hits, Plan, Record, Replacement
 
 # A question longer than this is refused (field "text") rather than tokenized and embedded.
 MAX_QUERY_CHARS = 1_000_000
@@ -402,8 +402,28 @@ class Searcher:
             source=r["source"],
             meta=json.loads(r["meta"]) if r["meta"] else {},
             valid_until=None if vu == FOREVER else from_us(vu),
+            superseded_by=None if vu == FOREVER else self._replacement(doc),
             **extra,
         )
+
+    def _replacement(self, doc: int) -> Replacement | None:
+        """The earliest supersession of ``doc`` (the one its ``valid_until`` is), as a :class:`Replacement`."""
+        snap = self._snap
+        found = self._caches.sup_by_old
+        if found is None:
+            with self._caches.lock:
+                found = self._caches.sup_by_old
+                if found is None:
+                    order = np.lexsort((snap.sup_new, snap.sup_effective, snap.sup_old))
+                    found = self._caches.sup_by_old = (order, np.asarray(snap.sup_old)[order])
+        order, olds = found
+        i = int(np.searchsorted(olds, doc))
+        if i >= len(olds) or olds[i] != doc:
+            return None  # superseded only by a same-id re-ingest's implicit event: no recorded replacement
+        e = int(order[i])
+        new = int(snap.sup_new[e])
+        row = snap.row(new)
+        return Replacement(on=from_us(int(snap.sup_effective[e])), doc_id=new, key=row["key"], author=row["author"])
 
     def doc_ids(self, key: str) -> list[int]:
         """Every doc id stored under ``key`` in this version, oldest first (none: empty)."""

@@ -34,6 +34,24 @@ class Document:
 
 
 @dataclass(frozen=True)
+class Replacement:
+    """The document that replaced a record (its earliest supersession): from ``on``, ``key`` by ``author``."""
+
+    on: datetime
+    doc_id: int
+    key: str | None
+    author: str | None
+
+    def describe(self) -> str:
+        """``superseded on 2023-06-01 by sla-2 (Ben Ortiz)``: how evidence marks a replaced record."""
+        by = self.key if self.key is not None else f"doc {self.doc_id}"
+        return f"superseded on {self.on.date().isoformat()} by {by}" + (f" ({self.author})" if self.author else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"on": self.on.isoformat(), "doc_id": self.doc_id, "key": self.key, "author": self.author}
+
+
+@dataclass(frozen=True)
 class Record:
     """A stored document, whole and unchanged."""
 
@@ -48,6 +66,7 @@ class Record:
     source: str | None
     meta: dict[str, Any]
     valid_until: datetime | None = None  # earliest supersession effective date, None if never superseded
+    superseded_by: Replacement | None = None  # the document that replaced it on valid_until (None while it holds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +79,7 @@ class Record:
             "source": self.source,
             "ingested_at": self.ingested_at.isoformat(),
             "valid_until": self.valid_until.isoformat() if self.valid_until else None,
+            "superseded_by": self.superseded_by.to_dict() if self.superseded_by else None,
             "text": self.text,
             "meta": self.meta,
         }

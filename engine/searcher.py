@@ -419,7 +419,7 @@ class Searcher:
         order, olds = found
         i = int(np.searchsorted(olds, doc))
         if i >= len(olds) or olds[i] != doc:
-            return None  # superseded only by a same-id re-ingest's implicit event: no recorded replacement
+            return None  # no event names it (valid_until comes from the events: not reached)
         e = int(order[i])
         new = int(snap.sup_new[e])
         row = snap.row(new)

@@ -1,10 +1,9 @@
 """The lexical leg's top ``k`` over every segment in one kernel call: MaxScore.
 
-A store has many segments, each with its own postings (``storage.postings``); calling a
-kernel per segment and per term costs more in Python than the scoring itself on a small
-query. Here the segments are described once per snapshot by a table of raw addresses
-(:func:`segment_table`, one int64 row per segment), and one call (:func:`lex_query`) looks
-up the query terms in every segment, weighs them and ranks.
+A store has many segments, each with its own postings (``storage.postings``); a kernel call per
+segment and term would cost more in Python than the scoring. Here the segments are described once
+per snapshot by a table of raw addresses (:func:`segment_table`, one int64 row per segment), and
+one call (:func:`lex_query`) looks up the query terms in every segment, weighs them and ranks.
 
 MaxScore (Turtle and Flood, 1995): the query terms are ordered by their upper bound
 ``idf * (k1 + 1)``; the longest prefix of low-bound terms whose bounds sum to less than the

@@ -379,3 +379,10 @@ def test_private_crossings_are_found(tmp_path):
         "line 1: imports _hidden", "line 2: imports from the private module _impl", "line 3: imports pkg._impl",
         "line 8: reads ._theirs, defined elsewhere", "line 10: reads ._snap, defined elsewhere",
     ], got
+
+
+def test_every_module_is_under_600_lines():
+    # One sitting's reading: a module that outgrows it is split by what it owns.
+    long = [f"{p.relative_to(ROOT)}: {n}" for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) >= 600]
+    assert not long, "modules of 600 lines or more: " + ", ".join(long)

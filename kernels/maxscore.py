@@ -42,8 +42,6 @@ TF_SLACK = 1.0 + 1e-12  # a bound from tf alone is inflated by this, far above t
 TF_TABLE = 16  # tf-only bounds tabulated for tf < TF_TABLE; above, the term's bound idf * (k1 + 1)
 TF_CAP = 1 << 20
 BOUND_MARGIN = 1e-9  # relative slack on the bounds, far above float64 rounding of a few additions
-
-
 AHEAD = 16  # postings or candidates ahead to prefetch
 
 

@@ -97,7 +97,9 @@ def test_stdio_session_tools_remember_recall_errors(tmp_path):
                 transcript.append(f"recall as of {as_of}:\n{text(r)}")
                 hits = r.structured_content["hits"]
                 assert hits[0]["text"] == want["text"] and hits[0]["author"] == want["author"]
-                assert text(r).startswith(f"[{want['date']}] {want['author']} (email, thread EV-1):\n{want['text']}")
+                mark = f", superseded on {SLA_2['date']} by sla ({SLA_2['author']})" if want is SLA_1 else ""  # replaced since
+                assert text(r).startswith(f"[{want['date']}] {want['author']} (email, thread EV-1){mark}:\n{want['text']}")
+                assert (hits[0]["superseded_by"] or {}).get("author") == (SLA_2["author"] if want is SLA_1 else None)
                 assert {h["text"] for h in hits} & {SLA_1["text"], SLA_2["text"]} == {want["text"]}  # never both versions
                 assert set(hits[0]["ranks"]) == set(hits[0]["leg_scores"]) == {"lexical", "tag", "vector"}
                 assert sum(v for v in hits[0]["leg_scores"].values() if v) == pytest.approx(hits[0]["score"])

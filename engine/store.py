@@ -333,12 +333,12 @@ class Store:
 
     @property
     def dim(self) -> int:
-        return int(self._embedder_info["dim"])
+        return self._searcher.dim
 
     @property
     def embedder_info(self) -> dict:
         """The manifest's record of the store's embedder (model id, dimension, window, sha256)."""
-        return dict(self._embedder_info)
+        return self._searcher.embedder_info
 
     @property
     def embedder_loaded(self) -> bool:

@@ -77,7 +77,7 @@ def test_readme_python_example(tmp_path):
             exec(compile(code, "README.md", "exec"), {})
     finally:
         os.chdir(cwd)
-    assert out.getvalue() == "[2023-01-10] Aisha Patel:\nUptime SLA: 99.9%.\n"
+    assert out.getvalue() == "[2023-01-10] Aisha Patel, superseded on 2023-06-01 by sla-2 (Ben Ortiz):\nUptime SLA: 99.9%.\n"
     assert (tmp_path / "org.mempp" / "CURRENT").is_file()
 
 

@@ -50,6 +50,7 @@ class EvalConfig:
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
     window_stride: int | None = None  # index time: window vectors for long documents
+    principal: Any = None  # who asks (a question's own "principal" field wins): documents may carry readers
 
 
 # The reference's settings as closely as our parts allow (its lexical leg is PostgreSQL's
@@ -196,6 +197,7 @@ def evaluate(
                                 feedback=config.feedback,
                                 tag_rank=config.tag_rank,
                                 embedding=None if vecs is None else vecs[j],
+                                principal=q.get("principal", config.principal),
                             )
                             answers[k] = [h.key for h in hits]
                             if out_f:

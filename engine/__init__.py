@@ -9,15 +9,17 @@ when a question brings its own date and wording.
 
 Owns the public API: the names ``import mempp`` gives (``__all__``: :class:`Store` and the :class:`Searcher` and
 :class:`Writer` it hands its work to, :class:`QueryOptions` and its modes, the config,
-the embedders, the errors, the result types, :func:`format_evidence`) and ``__version__``.
+the embedders, the errors, the result types, :func:`format_evidence`, :data:`ADMIN`) and ``__version__``.
 Importing it loads no model.
 
 Never imports: cli, planner, mempp.bench, onnxruntime, tokenizers.
 """
 
+from .access import ADMIN
 from .config import IndexConfig
 from .embedder import Embedder, HashEmbedder, OnnxEmbedder
 from .errors import (
+    AccessDenied,
     CorruptStoreError,
     DocumentNotFound,
     EmbedderError,
@@ -39,6 +41,8 @@ from mempp.storage import Analyzer
 __version__ = "0.1.0"
 
 __all__ = [
+    "ADMIN",
+    "AccessDenied",
     "Added",
     "Analyzer",
     "ContextMode",

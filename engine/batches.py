@@ -11,6 +11,7 @@ Never imports: store, searcher, writer, planner, onnxruntime.
 
 from __future__ import annotations
 
+import gc
 import itertools
 from typing import Callable
 
@@ -294,3 +295,20 @@ def tokens_of_rows(all_tokens, keep: np.ndarray, texts: Callable[[], list[str]])
     return tok, counts[keep], words
 
 
+class CyclicGCPaused:
+    """Pause the cyclic garbage collector while a write builds its batch.
+
+    Checking and committing a batch allocates a few container objects per document (rows,
+    index entries), which sets off hundreds of collections that walk every live object:
+    0.3 to 0.6 s for 50,000 documents, a fifth of the ingest. Reference counting still frees
+    everything at once; cycles wait until the write ends. Only the collector's state as
+    found is restored, so nested or concurrent pauses leave it enabled as before.
+    """
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self.was:
+            gc.enable()

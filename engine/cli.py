@@ -22,7 +22,7 @@ from .config import (
 from .options import ReserveRule, TagRank
 from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
 from .errors import MemppError
-from . import commands, mcp_server
+from . import admin_commands, commands, mcp_server
 
 LEG_NAMES = ("lexical", "tag", "vector")
 DEFAULT_ALIAS = model_spec(DEFAULT_MODEL).alias
@@ -103,6 +103,12 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="tag leg order: fused (BM25-then-date fused with cosine; default) or lexical (BM25, then date)")
 
 
+def _as_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as", dest="principal", default=None, metavar="PRINCIPAL",
+                   help="read as this principal ('user:NAME' or 'group:NAME'; 'admin' reads everything); a store holding "
+                   "documents not everyone may read refuses a read without it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mempp", description="Non-destructive organizational memory.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--backdate", action="store_true",
                    help="allow a supersedes naming a document dated after the new one (it would never have been valid)")
+    p.add_argument("--readers", default=None, metavar="P,P,...",
+                   help="who may read the records that name no readers of their own ('user:NAME' or 'group:NAME', comma-separated)")
     _wait_arg(p)
 
     p = sub.add_parser("query", help="ask a store a question (or many, with --batch)")
@@ -147,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="show the plan and each hit's per-leg ranks")
     p.add_argument("--max-chars", type=_positive, default=300,
                    help="in the plain output, cut each hit's text to this many characters (default 300; --json prints it whole)")
+    _as_arg(p)
     _ranking_args(p)
 
     p = sub.add_parser("embed", help="embed documents on a Ray cluster into a Parquet document table (needs mempp[ray])")
@@ -163,20 +172,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("key", help="the document's id (its active version, else its newest), or a doc id number")
     p.add_argument("--version", type=int, default=None, help="as in this committed version of the store")
+    _as_arg(p)
 
     p = sub.add_parser("history", help="print every version stored under an id, oldest first, with what replaced it and from when")
     p.add_argument("store")
     p.add_argument("key")
+    _as_arg(p)
 
     p = sub.add_parser("ls", help="list a store's documents (all, or those valid at --as-of)")
     p.add_argument("store")
     p.add_argument("--as-of", default=None, help="only the documents valid at this ISO date (undated ones left out)")
     p.add_argument("--author", action="append", default=None, help="only this author's documents (repeatable; case does not matter)")
     p.add_argument("--json", action="store_true", help="one JSON object per document (its text whole)")
+    _as_arg(p)
 
     p = sub.add_parser("export", help="write every document, its dates, supersessions and embedding to a file `mempp add` reads back")
     p.add_argument("store")
     p.add_argument("--out", required=True, help="F.parquet or F.jsonl")
+    _as_arg(p)
 
     p = sub.add_parser("supersede", help="record that NEW replaces OLD from a date on (nothing is deleted)")
     p.add_argument("store")
@@ -194,6 +207,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="counts and sizes of a store")
     p.add_argument("store")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
+    _as_arg(p)
+
+    p = sub.add_parser("members", help="print a group's members (changed first with --add / --remove)")
+    p.add_argument("store")
+    p.add_argument("group", help="'group:NAME'")
+    p.add_argument("--add", nargs="+", default=None, metavar="P", help="principals ('user:NAME', 'group:NAME') to add to the group")
+    p.add_argument("--remove", nargs="+", default=None, metavar="P", help="principals to remove from the group")
+    p.add_argument("--json", action="store_true", help="print the group as one JSON object")
+    _wait_arg(p)
+
+    p = sub.add_parser("readers", help="print who may read a document (set first: principals, or --everyone)")
+    p.add_argument("store")
+    p.add_argument("key", help="the document's id (every version of it), or a doc id number")
+    p.add_argument("principals", nargs="*", metavar="P", help="the new readers ('user:NAME', 'group:NAME')")
+    p.add_argument("--everyone", action="store_true", help="let everyone read it")
+    p.add_argument("--json", action="store_true", help="one JSON object per version")
+    _wait_arg(p)
 
     p = sub.add_parser("versions", help="committed versions of a store")
     p.add_argument("store")
@@ -224,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranked-out", default=None,
         help='write one {"id", "k", "ranked": [keys, best first]} line per question and k to this file (k ascending per question)',
     )
+    _as_arg(p)  # a question's own "principal" field wins
     p.add_argument("--embedder", choices=EMBEDDER_CHOICES, default=None,
                    help=f"embedding model: minilm, bge-small (or their full names; default {DEFAULT_ALIAS}, minilm for --baseline); hash: model-free, for quick runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -257,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {
     "add": commands.cmd_add, "embed": commands.cmd_embed, "query": commands.cmd_query, "get": commands.cmd_get, "history": commands.cmd_history, "supersede": commands.cmd_supersede,
     "merge": commands.cmd_merge, "stats": commands.cmd_stats, "ls": commands.cmd_ls, "export": commands.cmd_export, "versions": commands.cmd_versions, "eval": commands.cmd_eval, "demo": commands.cmd_demo, "warmup": commands.cmd_warmup,
-    "bench": commands.cmd_bench, "verify": commands.cmd_verify, "repair": commands.cmd_repair, "mcp": mcp_server.cmd_mcp,
+    "bench": commands.cmd_bench, "verify": admin_commands.cmd_verify, "repair": admin_commands.cmd_repair, "mcp": mcp_server.cmd_mcp,
+    "members": admin_commands.cmd_members, "readers": admin_commands.cmd_readers,
 }
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:

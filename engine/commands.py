@@ -15,6 +15,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from .access import check_readers
 from .errors import MemppError, ValidationError
 
 def _embedder(name: str | None):
@@ -41,6 +42,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     if header is not None:
         return _add_export(args, header)
     created = not os.path.lexists(args.store)
+    readers = None if args.readers is None else check_readers(args.readers.split(","), "--readers")
     with Store.open(args.store, embedder=embedder, lock_timeout=args.wait) as store:
         # nothing is written before every record and every supersession of the file passes
         try:
@@ -64,6 +66,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         with ProgressBar(n, "add", enabled=not args.quiet) as bar:
             bar.say("0 committed")
             for where, batch in _joined(_records(args.file, args.batch_size, tables=column is not None), joins):
+                batch = _with_readers(batch, readers)
                 try:
                     before = bar.n
                     if column is None:
@@ -91,6 +94,27 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_readers(batch, readers):
+    """``batch`` (records or a table) with ``readers`` for every record that names none (``--readers``)."""
+    if readers is None:
+        return batch
+    if isinstance(batch, list):
+        return [r if not isinstance(r, dict) or "readers" in r else {**r, "readers": list(readers)} for r in batch]
+    if "readers" in batch.column_names:
+        raise ValidationError("the file has a readers column; give readers there or with --readers, not both", field="--readers")
+    import pyarrow as pa
+
+    return batch.append_column("readers", pa.array([list(readers)] * batch.num_rows, pa.list_(pa.string())))
+
+
+def _principal(args: argparse.Namespace):
+    """``--as``: a principal, ``admin`` for :data:`mempp.ADMIN`, or None."""
+    from .access import ADMIN
+
+    who = getattr(args, "principal", None)
+    return ADMIN if who == "admin" else who
+
+
 def _add_export(args: argparse.Namespace, header: dict) -> int:
     """``mempp add STORE EXPORT``: the exported documents with their own embeddings (nothing is
     embedded), commit by commit as they were, then their supersessions with their dates."""
@@ -104,7 +128,7 @@ def _add_export(args: argparse.Namespace, header: dict) -> int:
     kwargs = open_args(header) if not os.path.lexists(args.store) or not os.listdir(args.store) else {}
     with Store.open(args.store, lock_timeout=args.wait, **kwargs) as store:
         with ProgressBar(len(rows), "add", enabled=not args.quiet) as bar:
-            got = add_export(store, rows, progress=bar.update)
+            got = add_export(store, rows, progress=bar.update, header=header)
         print(f"{args.store}: {got['added']} added, {got['existing']} already stored, {got['supersessions']} supersessions replayed "
               f"from the export (nothing embedded); {len(store)} documents at version {store.version}")
     return 0
@@ -176,6 +200,7 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False, backd
     the file once, a batch at a time (memory: one batch, and the file's ids and references).
     Returns the number of records and the spans of records that must be committed together
     (a ``supersedes`` and the last line of the id it names, when that comes later)."""
+    from .access import record_readers
     from .ingest import prepare_batch
     from .progress import ProgressBar
 
@@ -187,6 +212,7 @@ def _check_records(store, path: str, batch_size: int, quiet: bool = False, backd
         for where, batch in _records(path, batch_size):
             try:
                 rows, _ = prepare_batch(batch, None, None if store is None else store.dim)
+                record_readers(batch)
             except ValidationError as exc:
                 if exc.record is None:
                     raise
@@ -275,6 +301,7 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         feedback=args.feedback,
         tag_rank=args.tag_rank,
         question_dates=args.question_dates,
+        principal=_principal(args),
     )
 
 
@@ -282,16 +309,17 @@ def cmd_get(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store.open(args.store, read_only=True, create=False, version=args.version) as store:
-        ref = int(args.key) if args.key.isdigit() and not _has_key(store, args.key) else args.key
-        print(json.dumps(store.get(ref).to_dict(), ensure_ascii=False, indent=1))
+        who = _principal(args)
+        ref = int(args.key) if args.key.isdigit() and not _has_key(store, args.key, who) else args.key
+        print(json.dumps(store.get(ref, principal=who).to_dict(), ensure_ascii=False, indent=1))
     return 0
 
 
-def _has_key(store, key: str) -> bool:
+def _has_key(store, key: str, principal=None) -> bool:
     from .errors import DocumentNotFound
 
     try:
-        store.get(key)
+        store.get(key, principal=principal)
     except DocumentNotFound:
         return False
     return True
@@ -301,14 +329,15 @@ def cmd_history(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store.open(args.store, read_only=True, create=False) as store:
-        for record in store.history(args.key):
+        who = _principal(args)
+        for record in store.history(args.key, principal=who):
             out = record.to_dict()
-            out["replaced_by"] = store.replacements(record.doc_id)  # [{doc_id, key, effective, recorded_at}], earliest first
+            out["replaced_by"] = store.replacements(record.doc_id, principal=who)  # [{doc_id, key, effective, recorded_at}], earliest first
             print(json.dumps(out, ensure_ascii=False))
     return 0
 
 
-def _check_authors(store, names: list[str] | None) -> None:
+def _check_authors(store, names: list[str] | None, principal=None) -> None:
     """An author filter naming nobody in the store is an error that suggests the closest names
     (case and spacing never matter); one naming some: a warning for the others."""
     import difflib
@@ -316,7 +345,7 @@ def _check_authors(store, names: list[str] | None) -> None:
 
     if not names:
         return
-    stored = store.authors()
+    stored = store.authors(principal=principal)
     folded = {" ".join(n.split()).casefold(): n for n in stored}
     unknown = [n for n in names if " ".join(n.split()).casefold() not in folded]
     if not unknown:
@@ -335,8 +364,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store.open(args.store, read_only=True, create=False) as store:
-        _check_authors(store, args.author)
-        records = store.documents(as_of=args.as_of, authors=args.author)
+        _check_authors(store, args.author, _principal(args))
+        records = store.documents(as_of=args.as_of, authors=args.author, principal=_principal(args))
     for r in records:
         if args.json:
             print(json.dumps(r.to_dict(), ensure_ascii=False))
@@ -355,7 +384,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store.open(args.store, read_only=True, create=False) as store:
-        n = write_export(store.searcher(), args.out)
+        searcher = store.searcher()
+        searcher.allow(_principal(args))
+        n = write_export(searcher, args.out)
         print(f"{args.out}: {n} documents of {args.store} at version {store.version}, with their embeddings and supersessions")
     return 0
 
@@ -443,7 +474,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.text is None:
         raise ValidationError("a question is needed (or --batch FILE)", field="text")
     with Store.open(args.store, read_only=True, version=args.version, as_known_at=args.as_known_at) as store:
-        _check_authors(store, args.author)
+        _check_authors(store, args.author, _principal(args))
         hits = store.query(
             args.text,
             as_of=args.as_of,
@@ -477,7 +508,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store.open(args.store, read_only=True, create=False) as store:
-        stats = store.stats()
+        stats = store.stats(principal=_principal(args))
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
@@ -493,33 +524,6 @@ def cmd_versions(args: argparse.Namespace) -> int:
         for v in store.versions():
             print(f"{v['version']:>6}  {v['committed_at']}  +{v['docs']} docs" + ("  (supersessions)" if v["supersessions"] else ""))
     return 0
-
-
-def _report(report: dict, as_json: bool, actions: bool = False) -> int:
-    if as_json:
-        print(json.dumps(report, indent=2))
-    else:
-        for a in report.get("actions", []) if actions else []:
-            print(f"repair: {a}")
-        for p in report["problems"]:
-            print(f"{p['kind']}: {p['file']}: {p['problem']}")
-        state = "clean" if report["clean"] else "damaged"
-        where = f"version {report['version']}" if report["version"] is not None else "no readable CURRENT"
-        best = f"; newest whole version on disk: {report['newest_whole']}" if report.get("newest_whole") is not None else ""
-        print(f"{report['store']}: {state} ({where}, {report['files']} files checked{best})")
-    return 0 if report["clean"] else 1
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    from .store import verify
-
-    return _report(verify(args.store), args.json)
-
-
-def cmd_repair(args: argparse.Namespace) -> int:
-    from .store import repair
-
-    return _report(repair(args.store, rollback=args.rollback, lock_timeout=args.wait), args.json, actions=True)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -551,7 +555,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
         siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank,
-        embed_template=args.embed_template, window_stride=args.window_stride,
+        embed_template=args.embed_template, window_stride=args.window_stride, principal=_principal(args),
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
     report["warnings"] = problems
@@ -563,8 +567,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(embedder=_embedder(args.embedder), k=args.k)
-
-
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:

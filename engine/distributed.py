@@ -51,7 +51,7 @@ from .config import IndexConfig
 from .errors import EmbedderError, MemppError, ValidationError
 from .ingest import check_vector, prepare_batch
 from .results import BATCH_SCHEMA
-from .searcher import DEFAULT_CHUNK, check_texts, stream_chunk
+from .options import DEFAULT_CHUNK, check_texts, stream_chunk
 from .tables import EMBEDDING, LINE, WINDOWS_SUFFIX, is_table, records_table, table_records
 from .batches import render_row
 

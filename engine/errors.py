@@ -39,7 +39,13 @@ class EmbedderError(MemppError):
     """The embedding model cannot be loaded or does not match the store."""
 
 
+class AccessDenied(MemppError, PermissionError):
+    """A read the store's permissions do not allow: a store holding restricted documents read
+    without a principal, or as a principal this version cannot yet answer for."""
+
+
 __all__ = [
+    "AccessDenied",
     "CorruptStoreError",
     "DocumentNotFound",
     "EmbedderError",

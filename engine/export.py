@@ -42,6 +42,7 @@ def export_header(searcher) -> dict:
         "embedder": searcher.embedder_info,
         "analyzer": searcher.analyzer.to_json(),
         "index": searcher.index.to_json(),
+        "groups": {g: sorted(m) for g, m in sorted(searcher.access().members.items()) if m},
     }
 
 
@@ -52,6 +53,7 @@ def export_rows(searcher) -> Iterator[dict]:
         raise ValidationError("this store holds window vectors (a window_stride); export does not carry them yet", field="store")
     if snap.skipped:
         raise ValidationError(f"segments are unreadable ({', '.join(snap.skipped)}); repair the store before exporting it", field="store")
+    readers = searcher.access().readers
     by_old: dict[int, list[dict]] = {}
     for o, n, e, r in zip(*(np.asarray(a).tolist() for a in (snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded))):
         by_old.setdefault(o, []).append({"doc_id": n, "effective": _iso(e), "recorded_at": _iso(r)})
@@ -72,6 +74,7 @@ def export_rows(searcher) -> Iterator[dict]:
                 "ingested_at": row["ingested_at"].isoformat(),
                 "valid_until": _iso(int(snap.valid_until[d])),
                 "replaced_by": by_old.get(d, []),
+                "readers": None if readers.get(d) is None else list(readers[d]),
                 "embedding": np.asarray(row["embedding"], dtype=np.float32),
             }
 
@@ -83,7 +86,7 @@ def _schema(header: dict, dim: int):
     return pa.schema(
         [("doc_id", pa.int64())]
         + [(n, pa.string()) for n in ("id", "text", "author", "date", "thread", "channel", "source", "meta", "ingested_at", "valid_until")]
-        + [("replaced_by", sup), ("embedding", pa.list_(pa.float32(), dim))],
+        + [("replaced_by", sup), ("readers", pa.list_(pa.string())), ("embedding", pa.list_(pa.float32(), dim))],
         metadata={MARK: json.dumps(header)},
     )
 
@@ -219,15 +222,18 @@ def open_args(header: dict) -> dict:
     return {"embedder": embedder, "analyzer": Analyzer.from_json(header["analyzer"]), "index": IndexConfig.from_json(header["index"])}
 
 
-def add_export(store, rows: list[dict], progress=None) -> dict:
+def add_export(store, rows: list[dict], progress=None, header: dict | None = None) -> dict:
     """Add an export's rows to ``store``, commit by commit in the original order, nothing embedded;
-    then replay every supersession the store does not hold yet, with its effective date.
+    then replay every supersession the store does not hold yet, with its effective date. The
+    groups of ``header`` and each row's readers are the new store's too.
     Returns ``{"added", "existing", "supersessions"}``."""
     if rows and store.dim and len(rows[0]["embedding"]) != store.dim:
         raise ValidationError(f"the export's embeddings have {len(rows[0]['embedding'])} dimensions, the store's {store.dim}", field="embedding")
     events = sorted(
         ((e["recorded_at"] or "", r["doc_id"], e["doc_id"], e["effective"]) for r in rows for e in r.get("replaced_by") or ()),
     )
+    for group, members in (header or {}).get("groups", {}).items():
+        store.add_members(group, members)
     mapped: dict[int, int] = {}
     added = existing = replayed = 0
     ev = 0
@@ -252,9 +258,11 @@ def add_export(store, rows: list[dict], progress=None) -> dict:
         replay(at, inclusive=False)
         docs = [{k: r[k] for k in ("id", "text", "author", "date", "thread", "channel", "source") if r.get(k) is not None} | {"meta": r.get("meta") or {}}
                 for r in group]
-        for d in docs:
+        for d, r in zip(docs, group):
             if not d["meta"]:
                 del d["meta"]
+            if "readers" in r:  # an export from before readers existed has none: everyone's
+                d["readers"] = r["readers"]
         ids = store.add(docs, embeddings=np.stack([r["embedding"] for r in group]).astype(np.float32))
         added += ids.new
         existing += ids.existing

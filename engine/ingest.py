@@ -35,7 +35,7 @@ from .inputs import MAX_NESTING
 from .types import Document
 
 STRING_FIELDS = ("author", "thread", "channel", "source")
-KNOWN = {"id", "key", "text", "date", "meta", "supersedes", *STRING_FIELDS}
+KNOWN = {"id", "key", "text", "date", "meta", "supersedes", "readers", *STRING_FIELDS}  # readers: access.record_readers
 
 
 @dataclass(slots=True)

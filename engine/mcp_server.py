@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .access import check_principal
 from .errors import DocumentNotFound, MemppError, StoreLockedError, ValidationError
 from .evidence import format_evidence
 from .store import Store
@@ -137,11 +138,11 @@ def _text(value: Any, field: str, optional: bool = False) -> str | None:
     return value
 
 
-def _ref(store: Store, ref: str) -> str | int:
+def _ref(store: Store, ref: str, principal: Any = None) -> str | int:
     """An id, or a doc id number written as digits when no memory has that id (as ``mempp get``)."""
     if ref.isdigit():
         try:
-            store.get(ref)
+            store.get(ref, principal=principal)
         except DocumentNotFound:
             return int(ref)
     return ref
@@ -152,12 +153,14 @@ class MemoryTools:
 
     ``embedder``: for a new store, its model (an embedder or a shipped model's name; default
     mempp's); an existing store keeps its own. ``wait``: seconds a write waits for another
-    writer's lock. Safe to call from several threads at once.
+    writer's lock. ``principal``: who the agent reads as (``mempp.access``; None: a store
+    holding restricted documents refuses its reads). Safe to call from several threads at once.
     """
 
-    def __init__(self, path: str | Path, *, embedder: Any = None, wait: float = DEFAULT_WAIT):
+    def __init__(self, path: str | Path, *, embedder: Any = None, wait: float = DEFAULT_WAIT, principal: Any = None):
         self.path = Path(path)
         self.wait = wait
+        self.principal = None if principal is None else check_principal(principal, "--as")
         if not self.path.exists():
             try:
                 Store.open(self.path, embedder=embedder).close()  # a new, empty store (its directory)
@@ -217,17 +220,17 @@ class MemoryTools:
             active: dict[int, Record] = {}
             for k in [key, *targets]:
                 try:
-                    r = w.get(k)
+                    r = w.get(k, principal=self.principal)
                 except DocumentNotFound:
                     continue  # a new id; a missing target is refused by add, naming the field
                 if r.valid_until is None:
                     active[r.doc_id] = r
             before = len(w)
             doc_id = w.add([doc])[0]
-            new = w.get(doc_id)
+            new = w.get(doc_id, principal=self.principal)
             replaced = []
             for d in active:
-                r = w.get(d)
+                r = w.get(d, principal=self.principal)
                 if d != doc_id and r.valid_until is not None and r.valid_until == new.date:
                     replaced.append(record_dict(r))
             version = w.version
@@ -244,7 +247,7 @@ class MemoryTools:
         authors, channels = _strings(authors, "authors"), _strings(channels, "channels")
         with _errors():
             store = self._read()
-            hits = store.query(question, as_of=as_of, k=k, authors=authors, channels=channels)
+            hits = store.query(question, as_of=as_of, k=k, authors=authors, channels=channels, principal=self.principal)
         plan = hits.plan
         evidence = format_evidence(hits) if hits else "No memories match."
         return evidence, {
@@ -257,12 +260,12 @@ class MemoryTools:
         id = _text(id, "id")
         with _errors(missing="id"):
             store = self._read()
-            return {"memory": record_dict(store.get(_ref(store, id)))}
+            return {"memory": record_dict(store.get(_ref(store, id, self.principal), principal=self.principal))}
 
     def history(self, id: Any) -> dict[str, Any]:
         id = _text(id, "id")
         with _errors(missing="id"):
-            return {"versions": [record_dict(r) for r in self._read().history(id)]}
+            return {"versions": [record_dict(r) for r in self._read().history(id, principal=self.principal)]}
 
     def supersede(self, old: Any, new: Any, effective: Any = None) -> dict[str, Any]:
         old, new = _text(old, "old"), _text(new, "new")
@@ -272,13 +275,13 @@ class MemoryTools:
             refs = {}
             for field, ref in (("old", old), ("new", new)):
                 try:
-                    refs[field] = w.get(_ref(w, ref)).doc_id
+                    refs[field] = w.get(_ref(w, ref, self.principal), principal=self.principal).doc_id
                 except DocumentNotFound:
                     raise ToolInputError(field, f"no memory with id {ref!r}") from None
             if refs["old"] == refs["new"]:
                 raise ToolInputError("new", "a memory cannot supersede itself")
             w.supersede(refs["old"], refs["new"], effective=effective)
-            got = {"old": record_dict(w.get(refs["old"])), "new": record_dict(w.get(refs["new"])), "version": w.version}
+            got = {"old": record_dict(w.get(refs["old"], principal=self.principal)), "new": record_dict(w.get(refs["new"], principal=self.principal)), "version": w.version}
             self._merge(w)
         self.reader.refresh()
         return got
@@ -324,13 +327,13 @@ def build_server(tools: MemoryTools, name: str = "mempp"):
     return build(tools, name, INSTRUCTIONS, DESCRIPTIONS, MAX_K)  # the SDK side imports nothing of this module
 
 
-def serve(path: str | Path, *, http: str | None = None, embedder: Any = None, wait: float = DEFAULT_WAIT) -> None:
+def serve(path: str | Path, *, http: str | None = None, embedder: Any = None, wait: float = DEFAULT_WAIT, principal: Any = None) -> None:
     """Serve the store at ``path`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``;
     port 0 picks a free one). Runs until stdin closes (stdio) or the process is interrupted."""
     _sdk()
     sock = _listen(*_host_port(http)) if http is not None else None  # a taken port fails before anything else
     try:
-        tools = MemoryTools(path, embedder=embedder, wait=wait)
+        tools = MemoryTools(path, embedder=embedder, wait=wait, principal=principal)
         try:
             server = build_server(tools)
             if sock is None:
@@ -401,6 +404,8 @@ def add_parser(sub) -> None:
                    help="model of a new store (default bge-small; hash: model-free, for tests); an existing store keeps its own")
     p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
                    help=f"a write waits this long for another writer of the store (default {DEFAULT_WAIT:g})")
+    p.add_argument("--as", dest="principal", default=None, metavar="PRINCIPAL",
+                   help="the agent reads as this principal ('user:NAME', 'group:NAME'; 'admin' reads everything)")
 
 
 def cmd_mcp(args) -> int:
@@ -408,5 +413,8 @@ def cmd_mcp(args) -> int:
 
     if not args.wait >= 0:
         raise ValidationError("must be >= 0", field="--wait")
-    serve(args.store, http=args.http, embedder=HashEmbedder() if args.embedder == "hash" else args.embedder, wait=args.wait)
+    from .access import ADMIN
+
+    principal = ADMIN if args.principal == "admin" else args.principal
+    serve(args.store, http=args.http, embedder=HashEmbedder() if args.embedder == "hash" else args.embedder, wait=args.wait, principal=principal)
     return 0

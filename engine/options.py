@@ -2,7 +2,8 @@
 
 Owns the options every stage reads (candidates, legs, fusion), their checks and defaults
 (:meth:`QueryOptions.build`, the one place an option is validated or clamped to a store's size),
-the enumerations of the modes (:class:`ReserveRule`, :class:`TagRank`, :class:`ContextMode`,
+the checks of a query's questions (:func:`check_question`, :func:`check_texts`), the chunk of a
+batch (:func:`stream_chunk`), the enumerations of the modes (:class:`ReserveRule`, :class:`TagRank`, :class:`ContextMode`,
 :class:`VectorIndex`), and the thread-context share of each document (:func:`context_scale`).
 ``Searcher.query``, ``query_batch``, the CLI, ``mempp eval``, the shard driver and Ray scoring all
 build their options here.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from .config import (
     DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
     default_weights,
 )
+from .access import check_principal
 from .dates import to_us
 from .errors import ValidationError
 from .types import LEGS
@@ -145,6 +147,7 @@ class QueryOptions:
     reserve_rule: ReserveRule = ReserveRule.PAPER  # which documents may take a reserve slot (mempp.threads)
     feedback: int = 0  # the vector leg runs again with the mean vector of this many first fused documents added (0: off; mempp.feedback)
     tag_rank: TagRank = TagRank.LEXICAL  # tag leg order (mempp.feedback)
+    principal: Any = None  # who asks (mempp.access): None, mempp.ADMIN, "user:NAME" or "group:NAME"
 
     @property
     def context_max(self) -> bool:
@@ -157,7 +160,7 @@ class QueryOptions:
         authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None, date_to: Any = None,
         context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: Any = DEFAULT_CONTEXT_MODE, vector_index: Any = "auto",
         siblings: Any = DEFAULT_SIBLINGS, reserve_rule: Any = DEFAULT_RESERVE_RULE, feedback: Any = DEFAULT_FEEDBACK,
-        tag_rank: Any = DEFAULT_TAG_RANK, n_docs: int | None = None,
+        tag_rank: Any = DEFAULT_TAG_RANK, principal: Any = None, n_docs: int | None = None,
     ) -> "QueryOptions":
         """Check every option of a query (a ``ValidationError`` names the first bad one) and fill
         the defaults: ``weights=None`` by ``k`` (``config.default_weights``), ``depth=None`` 50 or
@@ -194,6 +197,7 @@ class QueryOptions:
             reserve_rule=_member(ReserveRule, reserve_rule, "reserve_rule"),
             feedback=_count(feedback, "feedback", 0),
             tag_rank=_member(TagRank, tag_rank, "tag_rank"),
+            principal=None if principal is None else check_principal(principal),
         )
         return opt if n_docs is None else opt.clamped(n_docs)
 
@@ -220,3 +224,39 @@ def context_scale(snap: Snapshot, opt: QueryOptions) -> np.ndarray:
     lengths = snap.lengths
     return np.minimum(1.0, opt.context_length / np.maximum(lengths, 1.0)).astype(np.float32)
 
+
+# A question longer than this is refused (field "text") rather than tokenized and embedded.
+MAX_QUERY_CHARS = 1_000_000
+MASK_BYTES = 128 << 20  # query_stream: candidate-mask bytes per chunk of queries (one per document and query)
+# query_stream's queries per chunk: the int8 scan lays each block of rows out once per chunk and
+# a chunk shares one pass over the rows, so larger is faster; but the chunk's masks (one byte per
+# document and query) are new memory to fault in on every call. At 100k documents, the first call
+# of a fresh process: 256 -> about 920 q/s, 512 -> 970, 1,024 -> 875 (repeated calls: 1,024 best).
+DEFAULT_CHUNK = 512
+
+
+def check_question(text: Any) -> None:
+    """A question must be a string of at most ``MAX_QUERY_CHARS`` characters (field ``text``)."""
+    if not isinstance(text, str):
+        raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
+    if len(text) > MAX_QUERY_CHARS:
+        raise ValidationError(f"a query of {len(text)} characters; at most {MAX_QUERY_CHARS}", field="text")
+
+
+def check_texts(texts: Sequence[str], as_of: Any) -> tuple[list[str], list]:
+    """A batch's questions checked (strings, not too long) and its ``as_of`` as one value per question."""
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
+        if len(t) > MAX_QUERY_CHARS:
+            raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
+    as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
+    if len(as_ofs) != len(texts):
+        raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
+    return texts, as_ofs
+
+
+def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:
+    """Queries per chunk of :meth:`Searcher.query_stream` on a store of ``n_docs`` documents."""
+    return max(1, min(chunk, MASK_BYTES // max(n_docs, 1)))

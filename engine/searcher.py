@@ -33,23 +33,15 @@ from .config import (
 from .dates import from_us
 from .docindex import DocIndex
 from .embedder import Embedder, embed_queries
-from .errors import DocumentNotFound, ValidationError
+from .access import ADMIN, Access, check_principal, denied_without_principal
+from .errors import AccessDenied, DocumentNotFound, ValidationError
 from .ingest import check_vector
-from .options import QueryOptions, date_arg, names_arg
+from .options import DEFAULT_CHUNK, QueryOptions, check_question, check_texts, date_arg, names_arg, stream_chunk
 from .planner import Given, NameMatcher, candidate_mask, run, run_feedback, vector_legs
 from .question_dates import question_as_of
 from .results import BATCH_SCHEMA, batch_columns, hit_rows
+from .versions import version_list
 from .types import LEGS, Hit, Hits, Plan, Record, Replacement
-
-# A question longer than this is refused (field "text") rather than tokenized and embedded.
-MAX_QUERY_CHARS = 1_000_000
-MASK_BYTES = 128 << 20  # query_stream: candidate-mask bytes per chunk of queries (one per document and query)
-# query_stream's queries per chunk: the int8 scan lays each block of rows out once per chunk and
-# a chunk shares one pass over the rows, so larger is faster; but the chunk's masks (one byte per
-# document and query) are new memory to fault in on every call. At 100k documents, the first call
-# of a fresh process: 256 -> about 920 q/s, 512 -> 970, 1,024 -> 875 (repeated calls: 1,024 best).
-DEFAULT_CHUNK = 512
-
 
 class Searcher:
     """Reads of one committed version of a store (read-only, pinned, thread-safe).
@@ -74,10 +66,12 @@ class Searcher:
         index: IndexConfig,
         docs: DocIndex | None = None,
         on_query: Callable[[Snapshot], None] | None = None,
+        access: Callable[[], Access] | None = None,
     ) -> None:
         """Made by :class:`~mempp.Store` (``Store.searcher()``); ``embedder``: a callable giving
         the store's embedder (loaded on first use); ``docs``: the store's shared key index;
-        ``on_query``: called with the snapshot on each query (the store's residency)."""
+        ``on_query``: called with the snapshot on each query (the store's residency); ``access``:
+        gives the permissions in force (the store's newest; default: this version's)."""
         self.path = path
         self._snap = snapshot
         self._embedder = embedder
@@ -86,6 +80,7 @@ class Searcher:
         self.index = index
         self._docs = docs if docs is not None else DocIndex()
         self._on_query = on_query
+        self._access = access
         self._caches: VersionCaches = version_caches(snapshot)  # held: they live as long as this searcher
         self._matcher: NameMatcher | None = None
         self._matcher_lock = threading.Lock()
@@ -124,6 +119,36 @@ class Searcher:
 
     def __len__(self) -> int:
         return self._snap.n_docs
+
+    # --- who may read -------------------------------------------------------------------------------
+    def access(self) -> Access:
+        """The permissions in force (``mempp.access``): always the newest the store knows, whatever this version."""
+        if self._access is not None:
+            return self._access()
+        state = self._snap.state
+        return Access.load(self.path, None if state is None else state.access)
+
+    def allow(self, principal: Any) -> Any:
+        """Check that ``principal`` may read this version (the checked principal); else :class:`AccessDenied`.
+
+        A store with no restricted document is everyone's. Otherwise a read names who asks:
+        :data:`mempp.ADMIN` reads everything; a principal who may read every document of this
+        version reads it as ADMIN would (the answers of a store holding only what it may read are
+        then this store's). Answering for a principal who may not read some document needs every
+        statistic computed over what it may read, which this version does not do yet: refused."""
+        if principal is not None:
+            principal = check_principal(principal)
+        access = self.access()
+        if principal is ADMIN or not access.restricted:
+            return principal
+        if principal is None:
+            raise denied_without_principal(self.path)
+        if not access.readable(principal, self._snap.n_docs).all():
+            raise AccessDenied(
+                f"{self.path}: {principal} may not read some documents of this store, and answering for such a reader "
+                "is not supported yet; read as mempp.ADMIN (--as admin) and filter, or keep its documents in a store of their own"
+            )
+        return principal
 
     # --- options ------------------------------------------------------------------------------------
     def options(self, **kwargs: Any) -> QueryOptions:
@@ -176,6 +201,7 @@ class Searcher:
         reserve_rule: str = DEFAULT_RESERVE_RULE,
         feedback: int = DEFAULT_FEEDBACK,
         tag_rank: str = DEFAULT_TAG_RANK,
+        principal: Any = None,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -208,6 +234,8 @@ class Searcher:
         ``vector_index``: over documents an ANN index covers (``Store.build_ann``), ``"auto"``
         lets the planner choose the index or the exact scan per query by cost, ``"ann"`` always
         uses the index, ``"exact"`` never does. Without an index the scan is exact either way.
+        ``principal``: who asks (``"user:NAME"``, ``"group:NAME"`` or :data:`mempp.ADMIN`); a store
+        holding restricted documents refuses a query without one (:meth:`allow`).
         """
         check_question(text)
         from_question = False
@@ -219,7 +247,7 @@ class Searcher:
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
-            feedback=feedback, tag_rank=tag_rank,
+            feedback=feedback, tag_rank=tag_rank, principal=principal,
         )
         hits = self.run(text, opt, embedding=embedding)
         if from_question and hits.plan is not None:
@@ -236,6 +264,7 @@ class Searcher:
         """Answer ``text`` with options already built (:meth:`options`); ``embedding``: the
         question's vector (else the embedder makes it, unless the text is blank)."""
         check_question(text)
+        self.allow(opt.principal)
         snap = self._snap
         qvec = None
         if opt.weights[2] and snap.n_docs:
@@ -319,6 +348,7 @@ class Searcher:
         if kwargs.pop("question_dates", False):
             raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
         opts = self.batch_options(as_ofs, k=k, **kwargs)
+        self.allow(opts[0].principal if opts else kwargs.get("principal"))
         vecs = None
         if embeddings is not None and texts and self._snap.n_docs and opts[0].weights[2]:
             vecs = self.check_embeddings(embeddings, len(texts))
@@ -403,6 +433,7 @@ class Searcher:
             meta=json.loads(r["meta"]) if r["meta"] else {},
             valid_until=None if vu == FOREVER else from_us(vu),
             superseded_by=None if vu == FOREVER else self._replacement(doc),
+            readers=self.access().readers.get(doc),
             **extra,
         )
 
@@ -454,29 +485,36 @@ class Searcher:
             return doc
         raise ValidationError(f"expected a key (str) or doc id (int), got {type(ref).__name__}", field=field)
 
-    def get(self, ref: str | int) -> Record:
+    def get(self, ref: str | int, *, principal: Any = None) -> Record:
         """The stored document: by key (its active version, else its newest) or by doc id."""
+        self.allow(principal)
         return self.record(self.resolve(ref, "id"))
 
-    def history(self, key: str) -> list[Record]:
-        """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none."""
+    def history(self, key: str, *, principal: Any = None) -> list[Record]:
+        """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none.
+        Each record's ``readers`` says who could read it from when to when."""
+        self.allow(principal)
         if not isinstance(key, str):
             raise ValidationError(f"expected a key (str), got {type(key).__name__}", field="key")
         docs = self.doc_ids(key)
         if not docs:
             raise DocumentNotFound(f"no document with id {key!r}")
-        return [self.record(d) for d in docs]
+        access = self.access()
+        rows = self._snap.rows(docs)
+        return [self.record(d, row=r, reader_periods=tuple(access.reader_periods(d, r["ingested_at"]))) for d, r in zip(docs, rows)]
 
-    def authors(self) -> list[str]:
+    def authors(self, *, principal: Any = None) -> list[str]:
         """Every author name stored in this version, in the order first seen."""
+        self.allow(principal)
         return list(self._snap.authors.names)
 
-    def documents(self, *, as_of: Any = None, authors: Any = None) -> list[Record]:
+    def documents(self, *, as_of: Any = None, authors: Any = None, principal: Any = None) -> list[Record]:
         """The documents of this version in doc id order: all of them (superseded ones too, each
         with its ``valid_until``), or with ``as_of`` those valid at that date (undated ones
         excluded, as a query's candidates are); ``authors``: only theirs (case-insensitive)."""
         from .candidates import author_names
 
+        self.allow(principal)
         snap = self._snap
         keep = np.ones(snap.n_docs, dtype=bool)
         theta = date_arg(as_of, "as_of", end_of_day=True)
@@ -490,10 +528,11 @@ class Searcher:
         docs = np.flatnonzero(keep).tolist()
         return [self.record(d, row=r) for d, r in zip(docs, snap.rows(docs))]
 
-    def replacements(self, ref: str | int) -> list[dict[str, Any]]:
+    def replacements(self, ref: str | int, *, principal: Any = None) -> list[dict[str, Any]]:
         """The supersessions of one document (by key: its active version, else its newest; or
         a doc id), earliest effective first: ``{"doc_id", "key", "effective", "recorded_at"}``
         of each document that replaces it, from ``effective`` on."""
+        self.allow(principal)
         doc = self.resolve(ref, "id")
         snap = self._snap
         old, new, eff, rec = snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded
@@ -509,36 +548,23 @@ class Searcher:
         ]
         return sorted(out, key=lambda e: (e["effective"], e["doc_id"]))
 
-    def export(self) -> Any:
+    def export(self, *, principal: Any = None) -> Any:
         """Every document of this version as one Arrow table that ``add`` rebuilds the same store
         from (``mempp.export``; the columns: docs/API.md, *Export*)."""
         from .export import export_table
 
+        self.allow(principal)
         return export_table(self)
 
     def versions(self) -> list[dict[str, Any]]:
         """Committed versions, oldest first, through this one:
         ``{"version", "committed_at", "docs" (added by it), "supersessions" (whether it recorded any),
-        "kind" ("add", "supersede", "ann", "merge")}``."""
-        snap = self._snap
-        state = snap.state
-        if state is None:
-            return []
-        out = []
-        prev_sup = 0
-        for e in state.history(self.path):
-            if e.version > snap.version:
-                break
-            if state.format == 1:  # format 1 records no supersession counts: the commit's files tell
-                sup = any(u.lo == e.version and "sup" in u.files for u in state.units)
-            else:
-                sup = (e.n_sup or 0) > prev_sup
-                prev_sup = e.n_sup or 0
-            out.append({"version": e.version, "committed_at": e.committed_at, "docs": e.added, "supersessions": sup, "kind": e.kind})
-        return out
+        "kind" ("add", "supersede", "ann", "merge", "access")}``."""
+        return version_list(self.path, self._snap)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, principal: Any = None) -> dict[str, Any]:
         """Counts and sizes of this version (``Store.stats`` adds the store's own: merges, bytes on disk, ...)."""
+        self.allow(principal)
         snap = self._snap
         valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
         unreadable = int(np.count_nonzero(snap.valid_until == NAT)) if snap.n_docs else 0  # in skipped segments
@@ -568,30 +594,3 @@ class Searcher:
             "int8_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)),
             "resident_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8_state == "resident")),
         }
-
-
-def check_question(text: Any) -> None:
-    """A question must be a string of at most ``MAX_QUERY_CHARS`` characters (field ``text``)."""
-    if not isinstance(text, str):
-        raise ValidationError(f"expected a string, got {type(text).__name__}", field="text")
-    if len(text) > MAX_QUERY_CHARS:
-        raise ValidationError(f"a query of {len(text)} characters; at most {MAX_QUERY_CHARS}", field="text")
-
-
-def check_texts(texts: Sequence[str], as_of: Any) -> tuple[list[str], list]:
-    """A batch's questions checked (strings, not too long) and its ``as_of`` as one value per question."""
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise ValidationError(f"expected a string, got {type(t).__name__}", field="text", record=i)
-        if len(t) > MAX_QUERY_CHARS:
-            raise ValidationError(f"a query of {len(t)} characters; at most {MAX_QUERY_CHARS}", field="text", record=i)
-    as_ofs = list(as_of) if isinstance(as_of, (list, tuple)) else [as_of] * len(texts)
-    if len(as_ofs) != len(texts):
-        raise ValidationError(f"expected {len(texts)} dates, got {len(as_ofs)}", field="as_of")
-    return texts, as_ofs
-
-
-def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:
-    """Queries per chunk of :meth:`Searcher.query_stream` on a store of ``n_docs`` documents."""
-    return max(1, min(chunk, MASK_BYTES // max(n_docs, 1)))

@@ -44,6 +44,7 @@ from mempp.storage.resident import Residency
 from .config import IndexConfig
 from .docindex import DocIndex
 from .embedder import DEFAULT_MODEL, Embedder, describe, embedder_for, model_label, model_spec, same_model
+from .access import Access
 from .errors import EmbedderError, ValidationError
 from .searcher import Searcher
 from .versions import pinned
@@ -139,7 +140,7 @@ class Store:
         # Store dropped without close() frees its mapped files at once, not at the next GC cycle.
         return Searcher(
             self.path, snap, embedder=self._embedder.get, embedder_info=self._embedder_info, analyzer=self._analyzer,
-            index=self.index, docs=self._docs, on_query=_weakly(self._warm),
+            index=self.index, docs=self._docs, on_query=_weakly(self._warm), access=_newest_access(self),
         )
 
     def _adopt(self, snap: Snapshot) -> None:
@@ -375,7 +376,22 @@ class Store:
     merge = _write("merge")
     wait_merges = _write("wait_merges")
 
-    def stats(self) -> dict[str, Any]:
+    # --- who may read what: the writer's permissions ------------------------------------------------
+    def set_readers(self, ref: str | int, readers: Any) -> None:
+        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one): a list
+        of ``"user:NAME"`` / ``"group:NAME"``; None: everyone. Applies to every version asked
+        about, as every permission does (docs/DESIGN.md §8)."""
+        self.writer.permissions.set_readers(ref, readers)
+
+    def add_members(self, group: str, principals: Any) -> None:
+        """Add ``principals`` (users or groups) to ``group`` (``"group:NAME"``); a cycle is refused."""
+        self.writer.permissions.add_members(group, principals)
+
+    def remove_members(self, group: str, principals: Any) -> None:
+        """Remove ``principals`` from ``group``."""
+        self.writer.permissions.remove_members(group, principals)
+
+    def stats(self, *, principal: Any = None) -> dict[str, Any]:
         """Counts and sizes of the version this Store holds (one snapshot, as a query reads).
 
         ``bytes_on_disk`` is the size of every file in the store's directory now, whatever the
@@ -383,7 +399,7 @@ class Store:
         file, a segment merged away) counts as gone, never as an error.
         """
         self.check_open()
-        base = self._searcher.stats()
+        base = self._searcher.stats(principal=principal)
         merges = self.writer.compaction
         extra = {
             "recovered": self._recovered,
@@ -424,6 +440,22 @@ class _LazyEmbedder:
                             "pass that embedder to Store.open, or pass embedding= / embeddings= yourself"
                         )
         return self._embedder
+
+
+def _newest_access(store: "Store") -> Callable[[], Access]:
+    """The permissions of ``store``'s newest version, held weakly (a searcher outliving its store
+    keeps the permissions it last saw)."""
+    ref = weakref.ref(store)
+    last: list[Access] = []
+
+    def newest() -> Access:
+        s = ref()
+        if s is not None:
+            state = s._searcher.snapshot.state
+            last[:] = [Access.load(s.path, None if state is None else state.access)]
+        return last[0] if last else Access()
+
+    return newest
 
 
 def _weakly(method: Callable) -> Callable:

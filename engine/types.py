@@ -31,6 +31,7 @@ class Document:
     source: str | None = None
     supersedes: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    readers: tuple[str, ...] | None = None  # who may read it (None: as the key's newest version, else everyone)
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,11 @@ class Record:
     meta: dict[str, Any]
     valid_until: datetime | None = None  # earliest supersession effective date, None if never superseded
     superseded_by: Replacement | None = None  # the document that replaced it on valid_until (None while it holds)
+    readers: tuple[str, ...] | None = None  # who may read it now (None: everyone; mempp.access)
+    reader_periods: tuple[dict[str, Any], ...] | None = None  # history(): who could read it, from when to when
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "doc_id": self.doc_id,
             "key": self.key,
             "date": self.date.isoformat() if self.date else None,
@@ -80,9 +83,16 @@ class Record:
             "ingested_at": self.ingested_at.isoformat(),
             "valid_until": self.valid_until.isoformat() if self.valid_until else None,
             "superseded_by": self.superseded_by.to_dict() if self.superseded_by else None,
+            "readers": None if self.readers is None else list(self.readers),
             "text": self.text,
             "meta": self.meta,
         }
+        if self.reader_periods is not None:
+            out["reader_periods"] = [
+                {"from": p["from"].isoformat(), "until": p["until"].isoformat() if p["until"] else None, "readers": p["readers"]}
+                for p in self.reader_periods
+            ]
+        return out
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ Never imports: searcher, planner, fusion, lexical, vector, onnxruntime.
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import threading
 import time
@@ -41,16 +40,19 @@ from mempp.storage.ann import to_bytes as ann_bytes
 from mempp.storage.manifest import State, Unit
 from mempp.storage.commits import guarded
 
-from .batches import BatchBuilder, checked_windows, quantized_copy, record_texts, tokens_of_rows
+from .batches import BatchBuilder, CyclicGCPaused, checked_windows, quantized_copy, record_texts, tokens_of_rows
 from .compaction import Compaction, remove_files
 from .config import IndexConfig
 from .dates import to_us
 from .docindex import DocIndex
+from .access import MISSING, Access, readers_events, record_readers
+from .permissions import Permissions
 from .errors import DocumentNotFound, ValidationError
 from .ingest import Deferred, Plain, Row, prepare_batch, record_fingerprints
 from .supersession import Event, Item, plan
 from .tables import is_table, split_table
 from .types import Added
+from .versions import upgraded
 
 # A batch of at least this many records is checked, fingerprinted, tokenized and normalized in
 # threads at once (Writer.add); smaller ones take the plain path (threads would not pay) and
@@ -70,32 +72,13 @@ def _one_writer_thread(method):
 
 
 
-class _CyclicGCPaused:
-    """Pause the cyclic garbage collector while a write builds its batch.
-
-    Checking and committing a batch allocates a few container objects per document (rows,
-    index entries), which sets off hundreds of collections that walk every live object:
-    0.3 to 0.6 s for 50,000 documents, a fifth of the ingest. Reference counting still frees
-    everything at once; cycles wait until the write ends. Only the collector's state as
-    found is restored, so nested or concurrent pauses leave it enabled as before.
-    """
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc) -> None:
-        if self.was:
-            gc.enable()
-
-
-
 class _Ticket:
     """One ``add`` call's checked documents, waiting for a commit (group commit)."""
 
-    __slots__ = ("rows", "supplied", "windows", "progress", "backdate", "result", "error", "done")
+    __slots__ = ("docs", "given", "rows", "supplied", "windows", "progress", "backdate", "result", "error", "done")
 
-    def __init__(self, rows, supplied, windows, progress, backdate=False):
+    def __init__(self, docs, given, rows, supplied, windows, progress, backdate=False):
+        self.docs, self.given = docs, given  # the records and their readers (access.record_readers)
         self.rows, self.supplied, self.windows, self.progress = rows, supplied, windows, progress
         self.backdate = backdate
         self.result: list[int | None] | None = None
@@ -133,6 +116,7 @@ class Writer:
         self._queue_lock = threading.Lock()
         self._queue: list = []  # add calls waiting for the next commit
         self.compaction = Compaction(self, merge)
+        self.permissions = Permissions(self)
 
     @property
     def _host(self) -> Any:
@@ -151,6 +135,10 @@ class Writer:
     def snap(self) -> Snapshot:
         """The version the next write builds on: the store's current one."""
         return self._host.searcher().snapshot
+
+    def searcher(self) -> Any:
+        """The store's current :class:`~mempp.Searcher` (what the next write builds on)."""
+        return self._host.searcher()
 
     @property
     def dim(self) -> int:
@@ -215,25 +203,26 @@ class Writer:
             records = iter(docs)
         except TypeError:
             raise ValidationError(f"expected an iterable of records (a list of dicts), got {type(docs).__name__}", field="docs") from None
-        with _CyclicGCPaused():
+        with CyclicGCPaused():
             docs = list(records)
+            given = record_readers(docs)
             if len(docs) >= BIG_BATCH:
                 with self._write_mutex:
-                    return self._add(docs, embeddings, batch_size, progress, windows, bool(backdate))
-            return self._add_grouped(docs, embeddings, batch_size, progress, windows, bool(backdate))
+                    return self._add(docs, embeddings, batch_size, progress, windows, bool(backdate), given)
+            return self._add_grouped(docs, embeddings, batch_size, progress, windows, bool(backdate), given)
 
-    def _add_grouped(self, docs: list, embeddings, batch_size, progress, windows=None, backdate=False) -> list[int | None]:
+    def _add_grouped(self, docs: list, embeddings, batch_size, progress, windows=None, backdate=False, given=None) -> list[int | None]:
         self.check_writable()
         rows, supplied = prepare_batch(docs, embeddings, self.dim)
         if supplied is None:
             windows = None
         if supplied is None and self._may_reingest(rows):
             with self._write_mutex:  # embed in the writer's turn only the rows found new (as a big batch does)
-                return self._add(docs, None, batch_size, progress, None, backdate)
+                return self._add(docs, None, batch_size, progress, None, backdate, given)
         if supplied is None and any(r is not None for r in rows):
             supplied, windows = self._builder().embed_rows(rows, batch_size, progress)  # in this thread, before the writer's turn
             progress = None
-        ticket = _Ticket(rows, supplied, windows, progress, backdate)
+        ticket = _Ticket(docs, given, rows, supplied, windows, progress, backdate)
         with self._queue_lock:
             self._queue.append(ticket)
         with self._write_mutex:
@@ -294,7 +283,10 @@ class Writer:
                 for t in pending:
                     if t.progress is not None:
                         t.progress(sum(r is not None for r in t.rows))
-                self._commit_rows(results, batch)
+                given = None
+                if any(t.given is not None for t in pending):
+                    given = [g for t in pending for g in (t.given if t.given is not None else [MISSING] * len(t.rows))]
+                self._commit_rows(results, batch, [d for t in pending for d in t.docs], given, first)
             except BaseException as exc:
                 for t in pending:
                     t.error, t.done = exc, True
@@ -304,12 +296,18 @@ class Writer:
                 first = max([first] + [i + 1 for i in t.result if i is not None and i >= first])  # the next call's
             return
 
-    def _commit_rows(self, results: list[int | None], batch: CommitBatch | None) -> list[int | None]:
+    def _commit_rows(self, results: list[int | None], batch: CommitBatch | None, docs: list, given: list | None, first: int) -> list[int | None]:
+        """Commit an ``add``'s batch with the reader events of its records (``access.readers_events``)."""
+        access = self.access()
+        events = readers_events(access, docs, given, results, first, lambda key: self._docs.docs(key, first))
+        if events:
+            batch = batch if batch is not None else CommitBatch()
+            batch.access = access.appended(events, self.snap.version + 1, now_us())
         if batch is not None:
             self._commit(batch)
         return results
 
-    def _add(self, docs, embeddings, batch_size, progress, windows=None, backdate=False) -> list[int | None]:
+    def _add(self, docs, embeddings, batch_size, progress, windows=None, backdate=False, given=None) -> list[int | None]:
         self.check_writable()
         if embeddings is None:
             windows = None
@@ -321,7 +319,8 @@ class Writer:
             if len(prepared) < BIG_BATCH:
                 self.begin_write()
                 first = self.snap.n_docs
-                return Added(self._commit_rows(*self._builder().add_rows(rows, supplied, batch_size, progress, None, windows=windows, backdate=backdate)), first)
+                done = self._builder().add_rows(rows, supplied, batch_size, progress, None, windows=windows, backdate=backdate)
+                return Added(self._commit_rows(*done, docs, given, first), first)
         # A big batch is tokenized in a thread (the compiled tokenizer releases the GIL) while
         # the rows are checked and matched against the store here; used if every row turns out
         # new. When every record is a dict with a string text, the texts are known before they
@@ -357,7 +356,8 @@ class Writer:
                 quantized = vectors.submit(quantized_copy, supplied)
             self.begin_write()
             first = self.snap.n_docs
-            out = Added(self._commit_rows(*self._builder().add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows, backdate)), first)
+            done = self._builder().add_rows(rows, supplied, batch_size, progress, tokens, quantized, windows, backdate)
+            out = Added(self._commit_rows(*done, docs, given, first), first)
         except BaseException:
             for p in {pool, vectors}:
                 p.shutdown(wait=False, cancel_futures=True)  # an error is not held up by the threads
@@ -442,6 +442,17 @@ class Writer:
             if out:
                 self._commit(CommitBatch(supersessions=[(o, n, e, recorded) for o, n, e in out]))
 
+    # --- who may read what ----------------------------------------------------------------------
+    def access(self) -> Access:
+        """The permissions of the version the next write builds on."""
+        state = self.snap.state
+        return Access.load(self.path, None if state is None else state.access)
+
+    def commit_access(self, access: Access, events: list[dict]) -> None:
+        """Commit ``events`` appended to ``access``'s log (in the writer's turn, after :meth:`begin_write`)."""
+        if events:
+            self._commit(CommitBatch(access=access.appended(events, self.snap.version + 1, now_us())))
+
     @_one_writer_thread
     def build_ann(
         self, *, min_docs: int = 50_000, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, workers: int = 0,
@@ -496,7 +507,6 @@ class Writer:
         if self.snap.skipped:
             raise StoreError(f"{self.path}: opened with damaged files skipped ({', '.join(self.snap.skipped)}); read-only")
 
-
     def begin_write(self) -> None:
         """Take the writer lock and build on the newest committed version (in the writer's turn).
 
@@ -510,7 +520,6 @@ class Writer:
             guarded(self.path, lambda: clean_strays(self.path, self.snap.state))
             self._stale = False
         self._docs.extend(self.snap)
-
 
     def guarded_write(self, fn: Callable[[], Any], stale_on_error: bool = False) -> Any:
         """Run a write of store files (``storage.commits.guarded``): a failed fsync stops every
@@ -532,7 +541,7 @@ class Writer:
         if state is None:
             return State.empty(new_meta(self.dim, self._embedder_info, self.analyzer.to_json(), self.index.to_json()))
         if state.format == 1:
-            return _upgraded(state, self.snap)
+            return upgraded(state, self.snap)
         return state
 
     def _commit(self, batch: CommitBatch) -> None:
@@ -572,22 +581,3 @@ class Writer:
             except OSError:
                 pass
         self._lock.release()
-
-
-def _upgraded(state: State, snap: Snapshot) -> State:
-    """A format-1 state as format 2: each unit and history entry with the counts format 2 records
-    (counted from the files ``snap`` loaded), so that time travel can cut the units at any version."""
-    units, counts = [], {}
-    n_sup = n_terms = length = 0
-    for u in state.units:
-        s = snap.unit_stats.get(u.stem, {"n_sup": 0, "n_terms": 0, "length": 0})
-        units.append(replace(u, first_sup=n_sup, n_sup=s["n_sup"], first_term=n_terms, n_terms=s["n_terms"], length=s["length"]))
-        n_sup, n_terms, length = n_sup + s["n_sup"], n_terms + s["n_terms"], length + s["length"]
-        counts[u.lo] = (n_sup, n_terms, length)
-    history, last = [], (0, 0, 0)
-    for e in state.recent:
-        last = counts.get(e.version, last)
-        history.append(replace(e, n_sup=last[0], n_terms=last[1], total_length=last[2]))
-    return replace(state, units=units, n_sup=n_sup, n_terms=n_terms, total_length=length, recent=history)
-
-

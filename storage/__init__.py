@@ -23,9 +23,10 @@ from .lock import WriterLock
 from .manifest import Entry, State, read_legacy_version, read_pointer, read_state
 from .segment import NAT
 from .snapshot import FOREVER, Snapshot
-from .commits import CommitBatch, clean_strays, commit, new_meta, now_us
+from .commits import ACCESS_SCHEMA, CommitBatch, clean_strays, commit, new_meta, now_us
 
 __all__ = [
+    "ACCESS_SCHEMA",
     "Analyzer",
     "CommitBatch",
     "CorruptStoreError",

@@ -46,13 +46,14 @@ class CommitBatch:
     window_embeddings: np.ndarray | None = None
     quantized: tuple[np.ndarray, np.ndarray] | None = None  # int8 copy of the embeddings (n, dim) and row scales
     ann: tuple[int, int, dict, bytes] | None = None  # an ANN index over doc ids [first, first + n): (first, n, params, file)
+    access: pa.Table | None = None  # the whole access log after this commit (ACCESS_SCHEMA), when the commit changes it
 
     @property
     def n_docs(self) -> int:
         return 0 if self.columns is None else len(self.columns["doc_id"])
 
     def empty(self) -> bool:
-        return self.n_docs == 0 and not self.supersessions and self.ann is None
+        return self.n_docs == 0 and not self.supersessions and self.ann is None and self.access is None
 
 
 # A batch of at least this many documents writes its big files from threads at once (see _commit).
@@ -150,6 +151,9 @@ def _commit(store: Path, state: State, batch: CommitBatch) -> Committed:
             first, n, params, data = batch.ann
             ref = write_file(store, f"{stem}.ann.hnsw", data, pending)
             ann = Ann(version, int(first), int(n), params, ref)
+        access = None
+        if batch.access is not None:
+            access = write_table_file(store, f"{stem}.access.arrow", batch.access.cast(ACCESS_SCHEMA), pending)
     except BaseException:
         close_all(pending)
         raise
@@ -159,13 +163,16 @@ def _commit(store: Path, state: State, batch: CommitBatch) -> Committed:
             stem, version, version, state.n_docs, batch.n_docs, files, state.n_sup, len(batch.supersessions), state.n_terms,
             len(batch.new_terms), length,
         )
-    kind = "add" if batch.n_docs else "supersede" if batch.supersessions else "ann"
+    kind = "add" if batch.n_docs else "supersede" if batch.supersessions else "ann" if ann is not None else "access"
     entry = Entry(
         version, now_iso(), kind, state.n_docs + batch.n_docs, state.n_sup + len(batch.supersessions),
         state.n_terms + len(batch.new_terms), state.total_length + length, len(state.anns) + (ann is not None), batch.n_docs,
     )
     change = {"op": "append", "unit": None if unit is None else unit.to_json(), "ann": None if ann is None else ann.to_json()}
+    if access is not None:
+        change["access"] = access.to_json()
     steps = tuple(FILE_STEPS[k] for k in FILE_ORDER if k in files) + (("after_ann_fsync",) if ann is not None else ())
+    steps += ("after_access_fsync",) if access is not None else ()
     return Committed(commit_version(store, state, change, entry, pending, steps), built)
 
 
@@ -241,6 +248,16 @@ def window_table(rows: np.ndarray, embeddings: np.ndarray) -> pa.Table:
     dim = embeddings.shape[1]
     flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1), pa.float32())
     return pa.table({"row": pa.array(rows, pa.int32()), "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
+
+
+# The access log (every reader and membership change, oldest first; the engine's ``access.py`` reads
+# it): ``op`` is "new_readers" (a document's readers, named when it was added) or "readers" (a
+# later change; ``doc_id``'s readers become ``principals``; null: everyone),
+# "add_members" or "remove_members" (``principals`` join or leave ``group``).
+ACCESS_SCHEMA = pa.schema([
+    ("version", pa.int64()), ("recorded_at", TS), ("op", pa.string()), ("doc_id", pa.int64()), ("group", pa.string()),
+    ("principals", pa.list_(pa.string())),
+])
 
 
 def sup_table(events) -> pa.Table:

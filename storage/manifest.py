@@ -39,7 +39,10 @@ from .fsutil import close_all, failpoint, fsync_all, fsync_dir, fsync_dirs, sha2
 from .fsutil import replace as fsutil_replace
 
 FORMAT = 2
-READS = (1, 2)
+# A version that carries an access file (who may read which document) is written as format 3, so
+# that a mempp which knows nothing of access refuses the store instead of showing every document.
+ACCESS_FORMAT = 3
+READS = (1, 2, 3)
 CURRENT = "CURRENT"
 CHECKPOINT_EVERY = 32  # versions between checkpoints: a reader reads at most this many deltas
 SEAL_HISTORY = 256  # history entries a checkpoint carries before they are sealed into a file of their own
@@ -149,6 +152,7 @@ class State:
     depth: int = 0  # deltas between this version and its checkpoint (0: it is one)
     chain: list[str] = field(default_factory=list)  # the version files from the checkpoint to this one
     legacy: dict | None = None  # the format-1 manifest this state was read from
+    access: FileRef | None = None  # the access log: every reader and membership change so far (None: none ever)
 
     @classmethod
     def empty(cls, meta: dict) -> "State":
@@ -167,6 +171,8 @@ class State:
         out |= {a.file.name for a in self.anns}
         out |= {r.name for r in self.sealed}
         out |= set(self.chain)
+        if self.access is not None:
+            out.add(self.access.name)
         return out
 
 
@@ -282,9 +288,9 @@ def _read_json(store: Path, name: str, kind: str | None, digest: str | None, why
         raise CorruptStoreError(str(path), "not JSON") from None
     if not isinstance(doc, dict):
         raise CorruptStoreError(str(path), "not a manifest")
-    if digest is None and (self_check(doc) is False or (doc.get("format") == FORMAT and not set(doc) <= _KEYS)):
+    if digest is None and (self_check(doc) is False or (doc.get("format") in (FORMAT, ACCESS_FORMAT) and not set(doc) <= _KEYS)):
         raise CorruptStoreError(str(path), "its own checksum does not match its contents")
-    if doc.get("format") not in READS:
+    if doc.get("format") not in READS:  # a newer format, or a store with access control read by a mempp without it
         raise StoreError(f"{store}: store format {doc.get('format')!r}; this mempp reads formats {list(READS)}")
     return doc
 
@@ -296,6 +302,7 @@ def _checkpoint_state(doc: dict) -> State:
         FORMAT, int(doc["version"]), dict(doc["meta"]), [Unit.from_json(u) for u in doc["units"]],
         [Ann.from_json(a) for a in doc["anns"]], int(t["n_docs"]), int(t["n_sup"]), int(t["n_terms"]), int(t["total_length"]),
         [FileRef.from_json(r) for r in hist.get("sealed", [])], [Entry.from_json(e) for e in hist.get("recent", [])],
+        access=FileRef.from_json(doc["access"]) if doc.get("access") is not None else None,
     )
 
 
@@ -315,8 +322,11 @@ def apply(state: State, delta: dict) -> State:
     entry = Entry.from_json(delta["entry"])
     units = list(state.units)
     anns = list(state.anns)
+    access = state.access
     op = change["op"]
     if op == "append":
+        if change.get("access") is not None:
+            access = FileRef.from_json(change["access"])
         if change.get("unit") is not None:
             units.append(Unit.from_json(change["unit"]))
         if change.get("ann") is not None:
@@ -341,6 +351,7 @@ def apply(state: State, delta: dict) -> State:
         version=entry.version,
         units=units,
         anns=anns,
+        access=access,
         n_docs=entry.n_docs,
         n_sup=entry.n_sup,
         n_terms=entry.n_terms if entry.n_terms is not None else state.n_terms,
@@ -431,7 +442,7 @@ def publish(store: Path, doc: dict, pending: list | None = None, steps: tuple[st
 
 SELF = "self_xxh3"  # a version file's own checksum, of its other keys: checked when no CURRENT records one
 # Every key a version file of format 2 may hold (a damaged name is damage even where no checksum is recorded)
-_KEYS = {"format", "kind", "version", "prev", "change", "entry", "meta", "units", "anns", "totals", "history", SELF}
+_KEYS = {"format", "kind", "version", "prev", "change", "entry", "meta", "units", "anns", "totals", "history", "access", SELF}
 
 
 def _canonical(doc: dict) -> bytes:
@@ -456,19 +467,23 @@ def self_check(doc: dict) -> bool | None:
 def delta_doc(state: State, change: dict, entry: Entry) -> dict:
     # "meta" is the checkpoint's, repeated (a few hundred bytes): any one readable version file then
     # says what the store was built with, which a salvage from the segments needs (recovery.py)
+    access = state.access is not None or change.get("access") is not None
     return {
-        "format": FORMAT, "kind": "delta", "version": entry.version, "meta": state.meta,
+        "format": ACCESS_FORMAT if access else FORMAT, "kind": "delta", "version": entry.version, "meta": state.meta,
         "prev": {"version": state.version, CHECKSUM: state.digest}, "change": change, "entry": entry.to_json(),
     }
 
 
 def checkpoint_doc(state: State) -> dict:
-    return {
-        "format": FORMAT, "kind": "checkpoint", "version": state.version, "meta": state.meta,
+    doc = {
+        "format": FORMAT if state.access is None else ACCESS_FORMAT, "kind": "checkpoint", "version": state.version, "meta": state.meta,
         "units": [u.to_json() for u in state.units], "anns": [a.to_json() for a in state.anns],
         "totals": {"n_docs": state.n_docs, "n_sup": state.n_sup, "n_terms": state.n_terms, "total_length": state.total_length},
         "history": {"sealed": [r.to_json() for r in state.sealed], "recent": [e.to_json() for e in state.recent]},
     }
+    if state.access is not None:
+        doc["access"] = state.access.to_json()
+    return doc
 
 
 def seal_history(store: Path, state: State, pending: list) -> State:

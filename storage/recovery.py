@@ -99,6 +99,8 @@ def file_kinds(state: State) -> dict[str, str]:
     out = {f.name: k for u in state.units for k, f in u.files.items()}
     out.update({a.file.name: "ann" for a in state.anns})
     out.update({r.name: "history" for r in state.sealed})
+    if state.access is not None:
+        out[state.access.name] = "access"
     return out
 
 
@@ -107,6 +109,7 @@ def check_files(store: Path, state: State, seen: dict | None = None) -> list[Pro
     earlier checks by (name, checksum), kept and reused (versions share most of their files)."""
     seen = {} if seen is None else seen
     refs = [f for u in state.units for f in u.files.values()] + [a.file for a in state.anns] + list(state.sealed)
+    refs += [state.access] if state.access is not None else []
     todo = [r for r in refs if (r.name, r.digest[1]) not in seen]
     with Checks(store, todo) as checks:
         failed = checks.failures()
@@ -286,6 +289,7 @@ def repair(store: Path, *, rollback: bool = False, lock_timeout: float | None = 
 _SEGMENT_FILE = re.compile(r"(m?[0-9]{8}(?:-[0-9]{8})?)(?:\.r([0-9]{8}))?\.(docs|post|terms|q8|dict|sup|win)\.arrow")
 _KIND = {"terms": "index"}  # file suffix -> the unit's key for it
 PRIMARY = ("docs", "win", "dict", "sup")
+_ACCESS_FILE = re.compile(r"[0-9]{8}\.access\.arrow")
 
 
 def salvage(store: Path) -> tuple[State | None, str]:
@@ -304,16 +308,17 @@ def salvage(store: Path) -> tuple[State | None, str]:
     """
     from .arrowio import map_table
     from .files import FileRef, xxh3_file
-    from .manifest import FORMAT, checkpoint_doc, publish, self_check
+    from .manifest import ACCESS_FORMAT, FORMAT, checkpoint_doc, publish, self_check
 
-    meta, floor = None, (0, 0, 0)
+    meta, floor, restricted = None, (0, 0, 0), False
     for v in disk_versions(store):
         try:
             doc = json.loads((store / version_name(v)).read_bytes())
         except (OSError, ValueError):
             continue
-        if not isinstance(doc, dict) or self_check(doc) is False or doc.get("format") != FORMAT:
+        if not isinstance(doc, dict) or self_check(doc) is False or doc.get("format") not in (FORMAT, ACCESS_FORMAT):
             continue
+        restricted |= doc.get("format") == ACCESS_FORMAT
         if meta is None and isinstance(doc.get("meta"), dict):
             meta = doc["meta"]
         try:
@@ -363,12 +368,25 @@ def salvage(store: Path) -> tuple[State | None, str]:
     if (n_docs, n_sup, n_terms) < floor or n_docs < floor[0] or n_sup < floor[1] or n_terms < floor[2]:
         return None, (f"the segments on disk hold {n_docs} documents, {n_sup} supersessions and {n_terms} terms; a version "
                       f"file recorded {floor[0]}, {floor[1]} and {floor[2]}: a segment is lost")
+    # The access log is whole in each of its files: the newest on disk is every change. A store
+    # whose version files had one is never salvaged without it (its documents would read as everyone's).
+    logs = sorted(n for n in os.listdir(store / SEGMENTS) if _ACCESS_FILE.fullmatch(n)) if (store / SEGMENTS).is_dir() else []
+    access = None
+    if logs:
+        name = f"{SEGMENTS}/{logs[-1]}"
+        access = FileRef(name, (store / name).stat().st_size, xxh3=xxh3_file(store / name))
+        try:
+            map_table(store / name).validate(full=True)
+        except (OSError, pa.ArrowException) as exc:
+            return None, f"{name}: the access log does not read ({exc})"
+    elif restricted:
+        return None, "a version file records who may read which document, and no access log is on disk"
     version = max([last, *disk_versions(store), *(file_number(n) for n in strays(store, None))]) + 1
     from .commits import now_iso
 
     entries.append(Entry(version, now_iso(), "salvage", n_docs, n_sup, n_terms, length, 0, 0))
     state = State(FORMAT, version, dict(meta), units, [], n_docs, n_sup, n_terms, length, [], entries,
-                  chain=[version_name(version)])
+                  chain=[version_name(version)], access=access)
     state.digest = publish(store, checkpoint_doc(state))
     old = [f"{MANIFESTS}/{n}" for n in os.listdir(store / MANIFESTS) if f"{MANIFESTS}/{n}" != state.chain[0]]
     moved = set_aside(store, old, f"version files replaced by version {version}, salvaged from the segments")

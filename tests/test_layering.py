@@ -88,8 +88,8 @@ READ_PATH_STAGES = {
 }
 
 
-# What the read path sits on (errors, dates, defaults, result types, caches): any stage may import these.
-FOUNDATION = {"config", "dates", "errors", "types", "caches", "results"}
+# What the read path sits on (errors, dates, defaults, result types, caches, who may read): any stage may import these.
+FOUNDATION = {"config", "dates", "errors", "types", "caches", "results", "access"}
 
 
 def test_read_path_stages_import_only_earlier_stages():

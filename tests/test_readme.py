@@ -118,6 +118,8 @@ def test_command_line_block_runs_as_written(tmp_path):
     assert "replaced_by" in said("mempp history org.mempp sla-1")
     assert "4 added" in said("mempp add copy.mempp") and "nothing embedded" in said("mempp add copy.mempp")
     assert "evidence" in said("mempp demo").lower() or said("mempp demo").count("Q:") >= 10
+    assert "user:helen" in said("mempp members org.mempp group:finance") and "group:finance" in said("mempp readers org.mempp travel-1")
+    assert "Helen Brandt" in said('mempp query org.mempp "travel per-diem?" --as user:helen')
 
 
 # Quality and speed commands at full size take minutes to hours; here they run on less.

@@ -1,0 +1,80 @@
+"""The administrator's subcommands: a store's health (``mempp verify``, ``mempp repair``) and who
+may read what (``mempp members``, ``mempp readers``).
+
+Owns those subcommands' work; their parsers are ``cli``'s. Every permission change is one commit
+(``Store.add_members``, ``remove_members``, ``set_readers``).
+
+Never imports: planner, writer, mempp.storage, onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .errors import DocumentNotFound, ValidationError
+
+
+def _report(report: dict, as_json: bool, actions: bool = False) -> int:
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        for a in report.get("actions", []) if actions else []:
+            print(f"repair: {a}")
+        for p in report["problems"]:
+            print(f"{p['kind']}: {p['file']}: {p['problem']}")
+        state = "clean" if report["clean"] else "damaged"
+        where = f"version {report['version']}" if report["version"] is not None else "no readable CURRENT"
+        best = f"; newest whole version on disk: {report['newest_whole']}" if report.get("newest_whole") is not None else ""
+        print(f"{report['store']}: {state} ({where}, {report['files']} files checked{best})")
+    return 0 if report["clean"] else 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .store import verify
+
+    return _report(verify(args.store), args.json)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from .store import repair
+
+    return _report(repair(args.store, rollback=args.rollback, lock_timeout=args.wait), args.json, actions=True)
+
+
+def cmd_members(args: argparse.Namespace) -> int:
+    """``mempp members STORE GROUP [--add P ...] [--remove P ...]``: change a group, then print its members."""
+    from .store import Store
+
+    with Store.open(args.store, create=False, read_only=not (args.add or args.remove), lock_timeout=getattr(args, "wait", None)) as store:
+        if args.add:
+            store.add_members(args.group, args.add)
+        if args.remove:
+            store.remove_members(args.group, args.remove)
+        members = sorted(store.searcher().access().members.get(args.group, ()))
+    print(json.dumps({"group": args.group, "members": members, "version": store.version}) if args.json
+          else f"{args.group}: {', '.join(members) if members else 'no members'}")
+    return 0
+
+
+def cmd_readers(args: argparse.Namespace) -> int:
+    """``mempp readers STORE ID [P ...] [--everyone]``: set who may read a document (every version of
+    an id), then print its readers."""
+    from .store import Store
+
+    if args.principals and args.everyone:
+        raise ValidationError("give principals or --everyone, not both", field="--everyone")
+    change = bool(args.principals) or args.everyone
+    with Store.open(args.store, create=False, read_only=not change, lock_timeout=getattr(args, "wait", None)) as store:
+        ref = int(args.key) if args.key.isdigit() and not store.searcher().doc_ids(args.key) else args.key
+        if change:
+            store.set_readers(ref, None if args.everyone else args.principals)
+        searcher = store.searcher()
+        docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref)]
+        if not docs:
+            raise DocumentNotFound(f"no document with id {ref!r}")
+        access = searcher.access()
+        out = [{"doc_id": d, "readers": None if access.readers.get(d) is None else list(access.readers[d])} for d in docs]
+    for row in out:
+        print(json.dumps(row) if args.json else f"{row['doc_id']:>6}  {'everyone' if row['readers'] is None else ', '.join(row['readers']) or 'nobody (admin only)'}")
+    return 0

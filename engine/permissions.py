@@ -1,0 +1,62 @@
+"""Changes of who may read what: a document's readers and a group's members (docs/DESIGN.md §8).
+
+Each change is one commit of the store's access log (``access.py`` folds it; the writer commits
+it), in the writer's turn, checked before anything is written.
+
+Owns :class:`Permissions` (``Store.set_readers``, ``add_members``, ``remove_members``).
+
+Never imports: store, searcher, planner, onnxruntime.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .access import check_group, check_readers
+from .errors import DocumentNotFound, ValidationError
+
+
+class Permissions:
+    """The permission changes of one :class:`~mempp.Writer` (its ``permissions``)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def set_readers(self, ref: str | int, readers: Iterable[str] | None) -> None:
+        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one);
+        None: everyone. One commit; nothing when they are already so."""
+        readers = check_readers(readers)
+        w = self._writer
+        with w.turn():
+            w.check_writable()
+            w.begin_write()
+            searcher = w.searcher()
+            docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref, "id")]
+            if not docs:
+                raise DocumentNotFound(f"no document with id {ref!r}")
+            access = w.access()
+            w.commit_access(access, [{"op": "readers", "doc_id": d, "principals": readers} for d in docs if access.readers.get(d) != readers])
+
+    def add_members(self, group: str, principals: Iterable[str]) -> None:
+        """Add ``principals`` (users or groups) to ``group``; a group that would hold itself is refused."""
+        self._members(group, principals, True)
+
+    def remove_members(self, group: str, principals: Iterable[str]) -> None:
+        """Remove ``principals`` from ``group`` (those not in it are left as they are)."""
+        self._members(group, principals, False)
+
+    def _members(self, group: str, principals: Iterable[str], add: bool) -> None:
+        group = check_group(group)
+        if isinstance(principals, (str, bytes)) or not isinstance(principals, Iterable):
+            raise ValidationError(f"expected a list of principals, got {type(principals).__name__}", field="principals")
+        principals = list(principals)
+        w = self._writer
+        with w.turn():
+            w.check_writable()
+            w.begin_write()
+            access = w.access()
+            got = access.check_members(group, principals, add)
+            now = access.members.get(group, set())
+            changed = [p for p in got if (p not in now) == add]
+            if changed:
+                w.commit_access(access, [{"op": "add_members" if add else "remove_members", "group": group, "principals": changed}])

@@ -109,10 +109,10 @@ def _with_readers(batch, readers):
 
 def _principal(args: argparse.Namespace):
     """``--as``: a principal, ``admin`` for :data:`mempp.ADMIN`, or None."""
-    from .access import ADMIN
+    from .access import ADMIN, check_principal
 
     who = getattr(args, "principal", None)
-    return ADMIN if who == "admin" else who
+    return ADMIN if who == "admin" else None if who is None else check_principal(who, "--as")
 
 
 def _add_export(args: argparse.Namespace, header: dict) -> int:

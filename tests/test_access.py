@@ -334,3 +334,25 @@ def test_who_may_read_what_follows_the_plain_model_through_commits_and_a_reopen(
             else:
                 with pytest.raises(mempp.AccessDenied):
                     s.query("document", principal=who)
+
+
+def test_the_mcp_tools_read_as_their_principal(tmp_path):
+    from mempp.mcp_server import MemoryTools
+
+    path = tmp_path / "s"
+    with open_store(path) as s:
+        s.add(DOCS)
+    tools = MemoryTools(path, principal=None)
+    try:
+        with pytest.raises(mempp.AccessDenied):
+            tools.recall("salary bands")
+    finally:
+        tools.close()
+    tools = MemoryTools(path, principal=mempp.ADMIN)
+    try:
+        text, result = tools.recall("salary bands", k=2)
+        assert "Salary bands" in text and tools.get("hr-7")["memory"]["id"] == "hr-7"
+    finally:
+        tools.close()
+    with pytest.raises(mempp.ValidationError, match="'--as'"):
+        MemoryTools(path, principal="ben")

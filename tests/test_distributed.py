@@ -234,3 +234,24 @@ def test_cli_embed_add_and_query(cluster, tmp_path, threaded):
     mempp_cli("query", str(threaded), "--batch", str(qs), "--out", str(tmp_path / "sharded.arrow"), "--ray", cluster, "--shards", "2")
     one = pa.ipc.open_file(str(tmp_path / "one.arrow")).read_all()
     assert pa.ipc.open_file(str(tmp_path / "sharded.arrow")).read_all().equals(one)
+
+
+def test_score_reads_as_a_principal_in_both_modes(cluster, tmp_path):
+    """A store with restricted documents: Ray scoring refuses a read without a principal in both
+    modes and, as mempp.ADMIN (or a principal who may read everything), returns query_batch's rows."""
+    from mempp import distributed
+
+    docs = corpus(120, seed=7)
+    for d in docs[::5]:
+        d["readers"] = ["group:ops"]
+    texts, as_ofs = questions(4, 20)
+    with mempp.Store.open(tmp_path / "s", embedder=mempp.HashEmbedder(32), merge="manual") as s:
+        s.add(docs[:60])
+        s.add(docs[60:])
+        s.add_members("group:ops", ["user:ann"])
+        want = s.query_batch(texts, as_of=as_ofs, chunk=8, principal=mempp.ADMIN)
+    for mode in ({"num_workers": 2}, {"shards": 2}):
+        with pytest.raises(mempp.AccessDenied):
+            distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, **mode)
+        assert distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal=mempp.ADMIN, **mode).equals(want)
+        assert distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal="user:ann", **mode).equals(want)

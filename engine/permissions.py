@@ -10,7 +10,8 @@ Never imports: store, searcher, planner, onnxruntime.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+from typing import Any, Iterable, Iterator
 
 from .access import check_group, check_readers
 from .errors import DocumentNotFound, ValidationError
@@ -22,19 +23,24 @@ class Permissions:
     def __init__(self, writer: Any) -> None:
         self._writer = writer
 
-    def set_readers(self, ref: str | int, readers: Iterable[str] | None) -> None:
-        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one);
-        None: everyone. One commit; nothing when they are already so."""
-        readers = check_readers(readers)
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[tuple[Any, Any]]:
+        """The writer's turn on the newest version: ``(writer, the permissions it builds on)``."""
         w = self._writer
         with w.turn():
             w.check_writable()
             w.begin_write()
+            yield w, w.access()
+
+    def set_readers(self, ref: str | int, readers: Iterable[str] | None) -> None:
+        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one);
+        None: everyone. One commit; nothing when they are already so."""
+        readers = check_readers(readers)
+        with self._turn() as (w, access):
             searcher = w.searcher()
             docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref, "id")]
             if not docs:
                 raise DocumentNotFound(f"no document with id {ref!r}")
-            access = w.access()
             w.commit_access(access, [{"op": "readers", "doc_id": d, "principals": readers} for d in docs if access.readers.get(d) != readers])
 
     def add_members(self, group: str, principals: Iterable[str]) -> None:
@@ -50,11 +56,7 @@ class Permissions:
         if isinstance(principals, (str, bytes)) or not isinstance(principals, Iterable):
             raise ValidationError(f"expected a list of principals, got {type(principals).__name__}", field="principals")
         principals = list(principals)
-        w = self._writer
-        with w.turn():
-            w.check_writable()
-            w.begin_write()
-            access = w.access()
+        with self._turn() as (w, access):
             got = access.check_members(group, principals, add)
             now = access.members.get(group, set())
             changed = [p for p in got if (p not in now) == add]

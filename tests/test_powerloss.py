@@ -26,15 +26,16 @@ INDEX = mempp.IndexConfig(window_stride=100)  # long documents get window vector
 
 
 PLAIN = ["add"] * N_BATCHES
-# Every kind of commit: adds, a supersession-only commit, an ANN index, merges.
-EVERY_KIND = ["add", "add", "sup", "add", "merge", "ann", "add", "add", "merge"]
+# Every kind of commit: adds, a supersession-only commit, an ANN index, merges, a permission change.
+EVERY_KIND = ["add", "add", "sup", "add", "merge", "acl", "ann", "add", "add", "merge"]
 SUPS = [("b0-1", "b1-1"), ("b0-2", "b1-0", "2023-06-01")]  # the supersession-only commit's two events
 
 
 def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[str] = PLAIN, every_file: bool = False) -> tuple[list, DiskModel]:
     """Run ``plan`` through the model (``add``: the next batch; ``sup``: ``supersede_many(SUPS)``;
-    ``ann``: ``build_ann``; ``merge``: ``merge(force=True)``). Returns, before each file operation and
-    at the end: (the model's state, acked batches, acked extra supersessions, what is in flight)."""
+    ``ann``: ``build_ann``; ``merge``: ``merge(force=True)``; ``acl``: a group's first member, the
+    access log's first file). Returns, before each file operation and at the end: (the model's
+    state, acked batches, acked extra supersessions, what is in flight, whether the member is acked)."""
     from crashkit import batch
 
     root.mkdir()
@@ -43,9 +44,10 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
     acked: list[int] = []
     sups = 0
     inflight = None
+    member = False
 
     def before(op, rel):
-        states.append((model.snapshot(), list(acked), sups, inflight))
+        states.append((model.snapshot(), list(acked), sups, inflight, member))
 
     model.on_op = before
     old = fsutil.set_io_hook(model)
@@ -66,6 +68,10 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
                 elif step == "ann":
                     inflight = ("ann", 0)
                     s.build_ann(min_docs=1)
+                elif step == "acl":
+                    inflight = ("acl", 0)
+                    s.add_members("group:ops", ["user:ann"])
+                    member = True
                 else:
                     inflight = ("merge", 0)
                     s.merge(force=True)
@@ -73,14 +79,14 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
     finally:
         fsutil.set_io_hook(old)
         writer.SMALL_UNIT = small
-    states.append((model.snapshot(), list(acked), sups, None))
+    states.append((model.snapshot(), list(acked), sups, None, member))
     return states, model
 
 
 def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: int | None = None) -> tuple[int, list[str]]:
     crashes, bad = 0, []
     for mode, seed in modes:
-        for k, (tree, acked, sups, inflight) in enumerate(states):
+        for k, (tree, acked, sups, inflight, member) in enumerate(states):
             maybe = [inflight[1]] if inflight and inflight[0] == "add" else []
             out = tmp / f"crash-{k}-{mode}-{seed}"
             DiskModel.materialize(tree, out, mode, random.Random(seed * 1000 + k))
@@ -88,6 +94,11 @@ def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: in
             problem = check_store(out, acked, maybe, extra_sups=sups, long=True)
             if problem and inflight and inflight[0] == "sup":  # the supersessions in flight: all or none
                 problem = check_store(out, acked, maybe, extra_sups=sups + inflight[1], long=True)
+            if not problem and (member or (inflight and inflight[0] == "acl")):
+                with mempp.Store.open(out, read_only=True) as s:  # an acknowledged member is there; one in flight, or not
+                    there = "user:ann" in s.searcher().access().members.get("group:ops", ())
+                if member and not there:
+                    problem = "an acknowledged group member is lost"
             if problem:
                 bad.append(f"op {k} mode {mode}/{seed}: {problem}")
                 if limit and len(bad) >= limit:
@@ -125,7 +136,7 @@ def test_after_power_loss_the_next_writer_cleans_up_and_commits(tmp_path):
     states, _ = _record_run(tmp_path / "store")
     step = 1 if long_run() else 3
     for k in range(0, len(states), step):
-        tree, acked, _, _ = states[k]
+        tree, acked, _, _, _ = states[k]
         out = tmp_path / f"w{k}"
         DiskModel.materialize(tree, out, "lose")
         with warnings.catch_warnings(record=True) as seen:

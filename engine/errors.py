@@ -41,7 +41,7 @@ class EmbedderError(MemppError):
 
 class AccessDenied(MemppError, PermissionError):
     """A read the store's permissions do not allow: a store holding restricted documents read
-    without a principal, or as a principal this version cannot yet answer for."""
+    without a principal."""
 
 
 __all__ = [

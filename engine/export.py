@@ -34,15 +34,17 @@ def _iso(us: int) -> str | None:
 
 
 def export_header(searcher) -> dict:
-    """The export's header: its format, size, version and what the store was built with."""
+    """The export's header: its format, size, version and what the store was built with (a
+    principal's export: its readable documents, no readers or groups)."""
+    view = getattr(searcher.snapshot, "readable", None)
     return {
         "format": FORMAT,
-        "documents": int(searcher.snapshot.n_docs),
+        "documents": int(searcher.snapshot.n_docs if view is None else view.sum()),
         "version": int(searcher.version),
         "embedder": searcher.embedder_info,
         "analyzer": searcher.analyzer.to_json(),
         "index": searcher.index.to_json(),
-        "groups": {g: sorted(m) for g, m in sorted(searcher.access().members.items()) if m},
+        "groups": {} if view is not None else {g: sorted(m) for g, m in sorted(searcher.access().members.items()) if m},
     }
 
 
@@ -53,13 +55,15 @@ def export_rows(searcher) -> Iterator[dict]:
         raise ValidationError("this store holds window vectors (a window_stride); export does not carry them yet", field="store")
     if snap.skipped:
         raise ValidationError(f"segments are unreadable ({', '.join(snap.skipped)}); repair the store before exporting it", field="store")
-    readers = searcher.access().readers
+    mine = getattr(snap, "readable", None)  # a principal's export (a ReaderView): its documents only, no readers
+    readers = {} if mine is not None else searcher.access().readers
     by_old: dict[int, list[dict]] = {}
     for o, n, e, r in zip(*(np.asarray(a).tolist() for a in (snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded))):
-        by_old.setdefault(o, []).append({"doc_id": n, "effective": _iso(e), "recorded_at": _iso(r)})
+        hidden = n < 0 or (mine is not None and not mine[n])  # a replacement not held, or not the reader's: unnamed
+        by_old.setdefault(o, []).append({"doc_id": None if hidden else n, "effective": _iso(e), "recorded_at": _iso(r)})
     step = 4096
     for lo in range(0, snap.n_docs, step):
-        docs = list(range(lo, min(lo + step, snap.n_docs)))
+        docs = [d for d in range(lo, min(lo + step, snap.n_docs)) if mine is None or mine[d]]
         for d, row in zip(docs, snap.rows(docs)):
             yield {
                 "doc_id": d,
@@ -229,8 +233,10 @@ def add_export(store, rows: list[dict], progress=None, header: dict | None = Non
     Returns ``{"added", "existing", "supersessions"}``."""
     if rows and store.dim and len(rows[0]["embedding"]) != store.dim:
         raise ValidationError(f"the export's embeddings have {len(rows[0]['embedding'])} dimensions, the store's {store.dim}", field="embedding")
-    events = sorted(
-        ((e["recorded_at"] or "", r["doc_id"], e["doc_id"], e["effective"]) for r in rows for e in r.get("replaced_by") or ()),
+    held = {r["doc_id"] for r in rows}
+    events = sorted(  # a replacement the export does not hold (a reader's export): -1, replayed unnamed
+        ((e["recorded_at"] or "", r["doc_id"], e["doc_id"] if e["doc_id"] in held else -1, e["effective"])
+         for r in rows for e in r.get("replaced_by") or ()),
     )
     for group, members in (header or {}).get("groups", {}).items():
         store.add_members(group, members)
@@ -240,12 +246,21 @@ def add_export(store, rows: list[dict], progress=None, header: dict | None = Non
 
     def replay(until: str | None, inclusive: bool) -> None:
         nonlocal ev, replayed
-        todo = []
+        todo, unnamed = [], []
         while ev < len(events) and (until is None or events[ev][0] < until or (inclusive and events[ev][0] == until)):
             rec, old, new, eff = events[ev]
             ev += 1
-            if old in mapped and new in mapped:
+            if old in mapped and new == -1:
+                unnamed.append((mapped[old], eff))
+            elif old in mapped and new in mapped:
                 todo.append((mapped[old], mapped[new], eff))
+        if unnamed:
+            held_now = _events(store)
+            unnamed[:] = [u for u in unnamed if (u[0], -1, u[1]) not in held_now]
+            if unnamed:
+                store.writer.mark_replaced(unnamed)
+                replayed += len(unnamed)
+            unnamed.clear()
         if todo:
             held = _events(store)
             todo = [t for t in todo if (t[0], t[1], t[2]) not in held]

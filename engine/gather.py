@@ -483,7 +483,12 @@ def chunk_options(searcher, as_ofs: list, k: int, n_texts: int, kwargs: dict, sh
         raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
     kwargs = {key: v for key, v in kwargs.items() if key != "question_dates"}
     opts = searcher.batch_options(as_ofs, k=k, **kwargs)  # clamped to the version's size
-    searcher.allow(opts[0].principal if opts else kwargs.get("principal"))  # who may read: as query_stream checks it
+    principal = opts[0].principal if opts else kwargs.get("principal")
+    if searcher.reader(principal) is not searcher and sharded:  # as query_stream checks it; a reader of part of the store:
+        raise ValidationError(  # its statistics are its own, which shards of the whole store do not hold
+            f"{principal} may not read every document: segment-sharded scoring answers mempp.ADMIN and readers of the whole "
+            "store only; score query-parallel (no shards), which answers every reader exactly", field="principal",
+        )
     if sharded and opts and opts[0].vector_index is not VectorIndex.EXACT and searcher.snapshot.ann:
         raise ValidationError(
             "this store has an ANN index, which segment-sharded scoring does not read: pass vector_index='exact' "

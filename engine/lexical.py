@@ -62,6 +62,9 @@ def query_terms(snap: Snapshot, question: str) -> np.ndarray:
 
 def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, opt: QueryOptions, score_for: np.ndarray, info):
     ids = query_terms(snap, question)
+    reader_df = getattr(snap, "reader_df", None)  # a ReaderView: a term no readable document holds is no term of its store
+    if reader_df is not None and len(ids):
+        ids = ids[reader_df(ids) > 0]
     extra = np.zeros(len(score_for), dtype=np.float64)
     if len(ids) == 0 or snap.n_docs == 0:
         return np.zeros(0, dtype=np.int64), extra
@@ -106,6 +109,8 @@ def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarr
     """
     looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
     n_global = snap.n_docs
+    if df is None and hasattr(snap, "reader_df"):
+        df = snap.reader_df(ids)  # a ReaderView: the readable documents' frequencies and N
     if df is None:
         df = np.zeros(len(ids), dtype=np.int64)
         for _, _, _, dfs in looked:
@@ -169,6 +174,11 @@ def _dense_index(entry) -> tuple[np.ndarray, np.ndarray]:
 def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int, score_for: np.ndarray, info):
     """Top ``depth`` by BM25 without thread context: one MaxScore call over all segments (``kernels.maxscore``)."""
     # `keep` stays referenced here: another thread may replace the cached table meanwhile.
+    if hasattr(snap, "reader_df"):  # a ReaderView: its own N and frequencies, as lexical_top_scored takes them
+        got_ids, _ = lexical_top_scored(snap, ids, snap.reader_df(ids), mask, depth)
+        if info is not None:
+            info["method"] = f"maxscore ({len(ids)} terms, the reader's statistics)"
+        return got_ids, lexical_doc_scores(snap, ids, score_for)
     table, index, keep = _lex_table(snap)
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(4, dtype=np.int64)
@@ -192,6 +202,8 @@ def _lookup(snap: Snapshot, ids: np.ndarray, df: np.ndarray | None):
     own_df = np.empty(len(ids), dtype=np.int64)
     idf = np.empty(len(ids), dtype=np.float64)
     lex_lookup(*index, ids, starts, ends, own_df, slots)
+    if df is None and hasattr(snap, "reader_df"):
+        df = snap.reader_df(ids)  # a ReaderView: the readable documents' frequencies and N
     if df is None:
         lex_idf(snap.n_docs, own_df, idf)
     else:

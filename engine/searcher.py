@@ -16,6 +16,7 @@ Never imports: store, writer, compaction, mempp.storage.commits, mempp.storage.m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import replace
@@ -34,13 +35,16 @@ from .dates import from_us
 from .docindex import DocIndex
 from .embedder import Embedder, embed_queries
 from .access import ADMIN, Access, check_principal, denied_without_principal
-from .errors import AccessDenied, DocumentNotFound, ValidationError
+from .errors import DocumentNotFound, ValidationError
+from .reader_view import ReaderView
+from .replaced import earliest_replacement, replacement_list
 from .ingest import check_vector
 from .options import DEFAULT_CHUNK, QueryOptions, check_question, check_texts, date_arg, names_arg, stream_chunk
 from .planner import Given, NameMatcher, candidate_mask, run, run_feedback, vector_legs
 from .question_dates import question_as_of
 from .results import BATCH_SCHEMA, batch_columns, hit_rows
 from .versions import version_list
+from .stats import version_stats
 from .types import LEGS, Hit, Hits, Plan, Record, Replacement
 
 class Searcher:
@@ -84,6 +88,7 @@ class Searcher:
         self._caches: VersionCaches = version_caches(snapshot)  # held: they live as long as this searcher
         self._matcher: NameMatcher | None = None
         self._matcher_lock = threading.Lock()
+        self._readers: dict[tuple, Searcher] = {}  # principal views of this version (reader()), a few kept
 
     # --- what it reads ------------------------------------------------------------------------------
     @property
@@ -114,11 +119,18 @@ class Searcher:
         if self._matcher is None:
             with self._matcher_lock:
                 if self._matcher is None:
-                    self._matcher = NameMatcher(self._snap.authors.names)
+                    view = isinstance(self._snap, ReaderView)
+                    self._matcher = NameMatcher(self._snap.authors.readable_names if view else self._snap.authors.names)
         return self._matcher
 
     def __len__(self) -> int:
         return self._snap.n_docs
+
+    @property
+    def size(self) -> int:
+        """The documents this searcher answers from: the version's, or those its reader may read."""
+        snap = self._snap
+        return snap.n_global if isinstance(snap, ReaderView) else snap.n_docs
 
     # --- who may read -------------------------------------------------------------------------------
     def access(self) -> Access:
@@ -129,26 +141,41 @@ class Searcher:
         return Access.load(self.path, None if state is None else state.access)
 
     def allow(self, principal: Any) -> Any:
-        """Check that ``principal`` may read this version (the checked principal); else :class:`AccessDenied`.
-
-        A store with no restricted document is everyone's. Otherwise a read names who asks:
-        :data:`mempp.ADMIN` reads everything; a principal who may read every document of this
-        version reads it as ADMIN would (the answers of a store holding only what it may read are
-        then this store's). Answering for a principal who may not read some document needs every
-        statistic computed over what it may read, which this version does not do yet: refused."""
+        """``principal`` checked (None, :data:`mempp.ADMIN`, ``user:NAME``, ``group:NAME``); a store
+        holding restricted documents refuses a read without one (:class:`AccessDenied`)."""
         if principal is not None:
             principal = check_principal(principal)
-        access = self.access()
-        if principal is ADMIN or not access.restricted:
-            return principal
-        if principal is None:
+        elif self.access().restricted:
             raise denied_without_principal(self.path)
-        if not access.readable(principal, self._snap.n_docs).all():
-            raise AccessDenied(
-                f"{self.path}: {principal} may not read some documents of this store, and answering for such a reader "
-                "is not supported yet; read as mempp.ADMIN (--as admin) and filter, or keep its documents in a store of their own"
-            )
         return principal
+
+    def reader(self, principal: Any) -> "Searcher":
+        """The searcher that answers ``principal``: this one where it may read every document of this
+        version (or is :data:`mempp.ADMIN`, or nothing is restricted), else one over a
+        :class:`~mempp.reader_view.ReaderView` of this version: every answer, statistic and count
+        that of a store holding only what it may read (docs/DESIGN.md §8.3)."""
+        if isinstance(self._snap, ReaderView):  # already one reader's (made by reader())
+            return self
+        principal = self.allow(principal)
+        access = self.access()
+        if principal is None or principal is ADMIN or not access.restricted:
+            return self
+        readable = access.readable(principal, self._snap.n_docs)
+        if readable.all():
+            return self
+        key = (id(access), hashlib.blake2b(np.packbits(readable).tobytes(), digest_size=16).digest())
+        with self._matcher_lock:
+            found = self._readers.get(key)
+            if found is None:
+                found = Searcher(
+                    self.path, ReaderView(self._snap, readable), embedder=self._embedder, embedder_info=self._embedder_info,
+                    analyzer=self.analyzer, index=self.index, docs=self._docs, on_query=self._on_query, access=self._access,
+                )
+                found._base = self
+                self._readers[key] = found
+                while len(self._readers) > 8:
+                    self._readers.pop(next(iter(self._readers)))
+        return found
 
     # --- options ------------------------------------------------------------------------------------
     def options(self, **kwargs: Any) -> QueryOptions:
@@ -264,20 +291,23 @@ class Searcher:
         """Answer ``text`` with options already built (:meth:`options`); ``embedding``: the
         question's vector (else the embedder makes it, unless the text is blank)."""
         check_question(text)
-        self.allow(opt.principal)
+        reader = self.reader(opt.principal)
+        if reader is not self:
+            return reader.run(text, opt, embedding=embedding)
         snap = self._snap
+        size = self.size
         qvec = None
-        if opt.weights[2] and snap.n_docs:
+        if opt.weights[2] and size:
             if embedding is not None:
                 qvec = check_vector(embedding, self.dim)
             elif text.strip():
                 qvec = embed_queries(self.embedder, [text])[0]
         if self._on_query is not None:
             self._on_query(snap)
-        opt = opt.clamped(snap.n_docs)
+        opt = opt.clamped(size)
         hits = Hits()
         hits.version = snap.version
-        if snap.n_docs == 0 or opt.k == 0:
+        if size == 0 or opt.k == 0:
             hits.plan = Plan(from_us(opt.as_of), 0, {}, opt.k, opt.depth, opt.reserve)
             return hits
         chosen, fused, rankings, details = run(snap, text, qvec, opt, self.name_matcher)
@@ -293,7 +323,8 @@ class Searcher:
             k=opt.k,
             depth=opt.depth,
             reserve=opt.reserve,
-            matched_authors=details["matched_authors"],
+            matched_authors=details["matched_authors"] if not isinstance(snap, ReaderView) else tuple(
+                snap.authors.in_readable_order(details["matched_authors"])),
             timings_ms=details["timings_ms"],
         )
         return hits
@@ -348,11 +379,12 @@ class Searcher:
         if kwargs.pop("question_dates", False):
             raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
         opts = self.batch_options(as_ofs, k=k, **kwargs)
-        self.allow(opts[0].principal if opts else kwargs.get("principal"))
+        reader = self.reader(opts[0].principal if opts else kwargs.get("principal"))
+        opts = [o.clamped(reader.size) for o in opts]
         vecs = None
-        if embeddings is not None and texts and self._snap.n_docs and opts[0].weights[2]:
+        if embeddings is not None and texts and reader.size and opts[0].weights[2]:
             vecs = self.check_embeddings(embeddings, len(texts))
-        return self._stream(texts, opts, vecs, progress, chunk)
+        return reader._stream(texts, opts, vecs, progress, chunk)
 
     def _stream(self, texts: list[str], opts: list[QueryOptions], vecs: np.ndarray | None, progress, chunk: int):
         import pyarrow as pa
@@ -363,17 +395,18 @@ class Searcher:
         matcher = self.name_matcher
         chunk = stream_chunk(snap.n_docs, chunk)
         # One mask buffer for every chunk: a fresh one page-faults in as the masks are written (0.1 ms a query at 100k).
-        mask_buf = np.empty((min(chunk, len(texts)), snap.n_docs), dtype=np.uint8) if snap.n_docs and texts and opts[0].k else None
+        size = self.size
+        mask_buf = np.empty((min(chunk, len(texts)), snap.n_docs), dtype=np.uint8) if size and texts and opts[0].k else None
         for start in range(0, len(texts), chunk):
             part = range(start, min(len(texts), start + chunk))
             qv = None
             blank = [False] * len(part)
             if vecs is not None:
                 qv = vecs[start : part.stop]
-            elif texts and snap.n_docs and opts[0].weights[2]:
+            elif texts and size and opts[0].weights[2]:
                 qv, blank = self.embed_questions([texts[i] for i in part])
             cols = batch_columns()
-            if snap.n_docs and opts[0].k:
+            if size and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
                 for j, i in enumerate(part):
                     candidate_mask(snap, opts[i], out=masks[j])
@@ -433,33 +466,21 @@ class Searcher:
             meta=json.loads(r["meta"]) if r["meta"] else {},
             valid_until=None if vu == FOREVER else from_us(vu),
             superseded_by=None if vu == FOREVER else self._replacement(doc),
-            readers=self.access().readers.get(doc),
+            readers=None if isinstance(snap, ReaderView) else self.access().readers.get(doc),
             **extra,
         )
 
     def _replacement(self, doc: int) -> Replacement | None:
         """The earliest supersession of ``doc`` (the one its ``valid_until`` is), as a :class:`Replacement`."""
-        snap = self._snap
-        found = self._caches.sup_by_old
-        if found is None:
-            with self._caches.lock:
-                found = self._caches.sup_by_old
-                if found is None:
-                    order = np.lexsort((snap.sup_new, snap.sup_effective, snap.sup_old))
-                    found = self._caches.sup_by_old = (order, np.asarray(snap.sup_old)[order])
-        order, olds = found
-        i = int(np.searchsorted(olds, doc))
-        if i >= len(olds) or olds[i] != doc:
-            return None  # no event names it (valid_until comes from the events: not reached)
-        e = int(order[i])
-        new = int(snap.sup_new[e])
-        row = snap.row(new)
-        return Replacement(on=from_us(int(snap.sup_effective[e])), doc_id=new, key=row["key"], author=row["author"])
+        return earliest_replacement(self._snap, self._caches, doc)
 
     def doc_ids(self, key: str) -> list[int]:
         """Every doc id stored under ``key`` in this version, oldest first (none: empty)."""
         self._docs.extend(self._snap)
-        return self._docs.docs(key, self._snap.n_docs)
+        docs = self._docs.docs(key, self._snap.n_docs)
+        if isinstance(self._snap, ReaderView):
+            docs = [d for d in docs if self._snap.readable[d]]
+        return docs
 
     def active(self, key: str, latest: bool = False) -> int | None:
         """The doc id of ``key``'s active version (or, with ``latest``, its newest when none is active)."""
@@ -475,7 +496,7 @@ class Searcher:
         """The doc id ``ref`` names: a key (its active version, else its newest) or a doc id;
         ``DocumentNotFound`` when none, ``ValidationError`` naming ``field`` for another type."""
         if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
-            if 0 <= int(ref) < self._snap.n_docs:
+            if 0 <= int(ref) < self._snap.n_docs and (not isinstance(self._snap, ReaderView) or self._snap.readable[int(ref)]):
                 return int(ref)
             raise DocumentNotFound(f"no document with doc id {ref}")
         if isinstance(ref, str):
@@ -487,25 +508,31 @@ class Searcher:
 
     def get(self, ref: str | int, *, principal: Any = None) -> Record:
         """The stored document: by key (its active version, else its newest) or by doc id."""
-        self.allow(principal)
-        return self.record(self.resolve(ref, "id"))
+        reader = self.reader(principal)
+        return reader.record(reader.resolve(ref, "id"))
 
     def history(self, key: str, *, principal: Any = None) -> list[Record]:
         """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none.
         Each record's ``readers`` says who could read it from when to when."""
-        self.allow(principal)
+        reader = self.reader(principal)
+        if reader is not self:
+            return reader.history(key)
         if not isinstance(key, str):
             raise ValidationError(f"expected a key (str), got {type(key).__name__}", field="key")
         docs = self.doc_ids(key)
         if not docs:
             raise DocumentNotFound(f"no document with id {key!r}")
-        access = self.access()
         rows = self._snap.rows(docs)
+        if isinstance(self._snap, ReaderView):
+            return [self.record(d, row=r) for d, r in zip(docs, rows)]
+        access = self.access()
         return [self.record(d, row=r, reader_periods=tuple(access.reader_periods(d, r["ingested_at"]))) for d, r in zip(docs, rows)]
 
     def authors(self, *, principal: Any = None) -> list[str]:
         """Every author name stored in this version, in the order first seen."""
-        self.allow(principal)
+        reader = self.reader(principal)
+        if isinstance(reader._snap, ReaderView):
+            return reader._snap.authors.in_readable_order([n for n in reader._snap.authors.readable_names if n])
         return list(self._snap.authors.names)
 
     def documents(self, *, as_of: Any = None, authors: Any = None, principal: Any = None) -> list[Record]:
@@ -514,7 +541,9 @@ class Searcher:
         excluded, as a query's candidates are); ``authors``: only theirs (case-insensitive)."""
         from .candidates import author_names
 
-        self.allow(principal)
+        reader = self.reader(principal)
+        if reader is not self:
+            return reader.documents(as_of=as_of, authors=authors)
         snap = self._snap
         keep = np.ones(snap.n_docs, dtype=bool)
         theta = date_arg(as_of, "as_of", end_of_day=True)
@@ -532,28 +561,19 @@ class Searcher:
         """The supersessions of one document (by key: its active version, else its newest; or
         a doc id), earliest effective first: ``{"doc_id", "key", "effective", "recorded_at"}``
         of each document that replaces it, from ``effective`` on."""
-        self.allow(principal)
-        doc = self.resolve(ref, "id")
-        snap = self._snap
-        old, new, eff, rec = snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded
-        idx = np.flatnonzero(np.asarray(old) == doc) if len(old) else []
-        out = [
-            {
-                "doc_id": int(new[i]),
-                "key": snap.row(int(new[i]))["key"],
-                "effective": from_us(int(eff[i])).isoformat(),
-                "recorded_at": from_us(int(rec[i])).isoformat(),
-            }
-            for i in idx
-        ]
-        return sorted(out, key=lambda e: (e["effective"], e["doc_id"]))
+        reader = self.reader(principal)
+        if reader is not self:
+            return reader.replacements(ref)
+        return replacement_list(self._snap, self.resolve(ref, "id"))
 
     def export(self, *, principal: Any = None) -> Any:
         """Every document of this version as one Arrow table that ``add`` rebuilds the same store
         from (``mempp.export``; the columns: docs/API.md, *Export*)."""
         from .export import export_table
 
-        self.allow(principal)
+        reader = self.reader(principal)
+        if reader is not self:
+            return export_table(reader)
         return export_table(self)
 
     def versions(self) -> list[dict[str, Any]]:
@@ -564,33 +584,5 @@ class Searcher:
 
     def stats(self, *, principal: Any = None) -> dict[str, Any]:
         """Counts and sizes of this version (``Store.stats`` adds the store's own: merges, bytes on disk, ...)."""
-        self.allow(principal)
-        snap = self._snap
-        valid_now = int(np.count_nonzero(snap.valid_until == FOREVER)) if snap.n_docs else 0
-        unreadable = int(np.count_nonzero(snap.valid_until == NAT)) if snap.n_docs else 0  # in skipped segments
-        dated = snap.dates[snap.dates != NAT]
-        return {
-            "path": str(self.path),
-            "version": snap.version,
-            "documents": snap.n_docs - unreadable,
-            "active": valid_now,
-            "superseded": snap.n_docs - unreadable - valid_now,
-            "unreadable": unreadable,
-            "supersessions": int(len(snap.sup_old)),
-            "undated": int(snap.n_docs - len(dated)),
-            "first_date": from_us(int(dated.min())).isoformat() if len(dated) else None,
-            "last_date": from_us(int(dated.max())).isoformat() if len(dated) else None,
-            "authors": len(snap.authors.names),
-            "threads": len(snap.threads.names),
-            "terms": snap.n_terms,
-            "segments": len(snap.segments),
-            "format": snap.state.format if snap.state is not None else None,
-            "embedder": dict(self._embedder_info),
-            "analyzer": self.analyzer.to_json(),
-            "index": self.index.to_json(),
-            "window_vectors": int(sum(len(e.window_rows) for e in snap.segments if e.window_rows is not None)),
-            "skipped": list(snap.skipped),
-            "rebuilt": list(snap.rebuilt),
-            "int8_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8 is not None)),
-            "resident_bytes": int(sum(e.q8.nbytes for e in snap.segments if e.q8_state == "resident")),
-        }
+        reader = self.reader(principal)
+        return version_stats(reader._snap, self.path, self._embedder_info, self.analyzer, self.index)

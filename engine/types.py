@@ -36,15 +36,19 @@ class Document:
 
 @dataclass(frozen=True)
 class Replacement:
-    """The document that replaced a record (its earliest supersession): from ``on``, ``key`` by ``author``."""
+    """The document that replaced a record (its earliest supersession): from ``on``, ``key`` by
+    ``author``; ``doc_id`` None when the reader may not read it, or the store does not hold it."""
 
     on: datetime
-    doc_id: int
+    doc_id: int | None
     key: str | None
     author: str | None
 
     def describe(self) -> str:
-        """``superseded on 2023-06-01 by sla-2 (Ben Ortiz)``: how evidence marks a replaced record."""
+        """``superseded on 2023-06-01 by sla-2 (Ben Ortiz)``: how evidence marks a replaced record
+        (``superseded on 2023-06-01`` when the replacement is not the reader's to see)."""
+        if self.doc_id is None:
+            return f"superseded on {self.on.date().isoformat()}"
         by = self.key if self.key is not None else f"doc {self.doc_id}"
         return f"superseded on {self.on.date().isoformat()} by {by}" + (f" ({self.author})" if self.author else "")
 

@@ -391,6 +391,18 @@ class Writer:
         """
         self._supersede(events, many=True, backdate=backdate)
 
+    def mark_replaced(self, events: Iterable[tuple[int, Any]]) -> None:
+        """Record that each ``(doc id, effective)`` was replaced from ``effective`` on by a document
+        this store does not hold (one commit): an import of a reader's export keeps its documents'
+        validity, the replacement unnamed."""
+        with self._write_mutex:
+            self.check_writable()
+            self.begin_write()
+            recorded = now_us()
+            todo = [(self._host.searcher().resolve(int(d), "doc_id"), to_us(e), recorded) for d, e in events]
+            if todo:
+                self._commit(CommitBatch(supersessions=[(d, -1, e, r) for d, e, r in todo]))
+
     def check_supersessions(self, entries: Sequence[tuple], backdate: bool = False) -> None:
         """Raise the ``ValidationError`` :func:`supersession.plan` gives for new documents ``entries``
         (``(record, name, key, date µs or None, supersedes)``, in input order) added to the current

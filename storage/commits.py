@@ -266,7 +266,8 @@ def sup_table(events) -> pa.Table:
     return pa.table(
         {
             "old": pa.array(old, pa.uint64()),
-            "new": pa.array(new, pa.uint64()),
+            # -1: replaced by a document this store does not hold (an import of a reader's export); read back as -1
+            "new": pa.array(np.asarray(new, dtype=np.int64).astype(np.uint64), pa.uint64()),
             "effective": pa.array(eff, pa.int64()).cast(TS),
             "recorded_at": pa.array(rec, pa.int64()).cast(TS),
         }

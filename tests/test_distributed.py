@@ -255,3 +255,9 @@ def test_score_reads_as_a_principal_in_both_modes(cluster, tmp_path):
             distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, **mode)
         assert distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal=mempp.ADMIN, **mode).equals(want)
         assert distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal="user:ann", **mode).equals(want)
+    # a reader of part of the store: query-parallel answers as query_batch does; sharded refuses
+    with mempp.Store.open(tmp_path / "s", read_only=True) as s:
+        mine = s.query_batch(texts, as_of=as_ofs, chunk=8, principal="user:zed")
+    assert distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal="user:zed", num_workers=2).equals(mine)
+    with pytest.raises(mempp.ValidationError, match="segment-sharded"):
+        distributed.score(tmp_path / "s", texts, as_of=as_ofs, chunk=8, principal="user:zed", shards=2)

@@ -95,12 +95,13 @@ def run(n: int, path: Path, queries: int, users: int) -> dict:
         out["warm_user_reads"] = readable[0]
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=384)) as s:
         changes = {"add_members": [], "set_readers": []}
+        run_id = time.time_ns()  # new names each run: every call is a change, so a commit
         for i in range(20):
             t = time.perf_counter()
-            s.add_members(f"group:g{i}", [f"user:bench{i}"])
+            s.add_members(f"group:g{i}", [f"user:bench{run_id}-{i}"])
             changes["add_members"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            s.set_readers(i, [f"group:g{i}"])
+            s.set_readers(i, [f"group:g{i}", f"user:bench{run_id}-{i}"])
             changes["set_readers"].append(time.perf_counter() - t)
         out["changes_per_s"] = {k: round(1 / statistics.median(v), 1) for k, v in changes.items()}
     return out
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare(a.n, a.dir, a.users, a.groups, a.restricted)
     got = run(a.n, a.dir, a.queries, a.users)
     print(json.dumps(got))
-    print(f"| documents | restricted | query p50 admin | as a principal (warm) | (first in the version) | add_members/s | set_readers/s |")
+    print("| documents | restricted | query p50 admin | as a principal (warm) | (first in the version) | add_members/s | set_readers/s |")
     print("|---|---|---|---|---|---|---|")
     m = got["p50_ms"]
     print(f"| {got['n']:,} | {got['restricted']:,} | {m['admin']} ms | {m['principal, warm']} ms ({got['ratio_warm']}x) | "

@@ -88,7 +88,7 @@ class Searcher:
         self._caches: VersionCaches = version_caches(snapshot)  # held: they live as long as this searcher
         self._matcher: NameMatcher | None = None
         self._matcher_lock = threading.Lock()
-        self._readers: dict[tuple, Searcher] = {}  # principal views of this version (reader()), a few kept
+        self._readers: dict[tuple, Searcher] = {}  # (permissions, principal or readable set) -> its searcher (reader())
 
     # --- what it reads ------------------------------------------------------------------------------
     @property
@@ -160,10 +160,23 @@ class Searcher:
         access = self.access()
         if principal is None or principal is ADMIN or not access.restricted:
             return self
+        known = self._readers.get((access, principal))  # this principal under these permissions, seen before
+        if known is not None:
+            return known
         readable = access.readable(principal, self._snap.n_docs)
         if readable.all():
-            return self
-        key = (id(access), hashlib.blake2b(np.packbits(readable).tobytes(), digest_size=16).digest())
+            found = self
+        else:
+            found = self._view(access, readable)
+        with self._matcher_lock:
+            self._readers[(access, principal)] = found
+            while len(self._readers) > 16:
+                self._readers.pop(next(iter(self._readers)))
+        return found
+
+    def _view(self, access: Access, readable: np.ndarray) -> "Searcher":
+        """The searcher over the :class:`ReaderView` of ``readable`` (one per readable set, kept)."""
+        key = (access, hashlib.blake2b(np.packbits(readable).tobytes(), digest_size=16).digest())
         with self._matcher_lock:
             found = self._readers.get(key)
             if found is None:
@@ -171,10 +184,7 @@ class Searcher:
                     self.path, ReaderView(self._snap, readable), embedder=self._embedder, embedder_info=self._embedder_info,
                     analyzer=self.analyzer, index=self.index, docs=self._docs, on_query=self._on_query, access=self._access,
                 )
-                found._base = self
                 self._readers[key] = found
-                while len(self._readers) > 8:
-                    self._readers.pop(next(iter(self._readers)))
         return found
 
     # --- options ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mempp.storage import NAT
+from mempp.storage.columns import code_links
 
 
 class ReadableFacet:
@@ -99,15 +100,7 @@ class ReaderView:
         """(prev, next) among the readable documents of each thread, in ingest order (−1: none)."""
         if self._links is None:
             codes = np.where(self.readable, self._snap.threads.codes[: self._snap.n_docs], -1)
-            n = len(codes)
-            prev = np.full(n, -1, dtype=np.int64)
-            nxt = np.full(n, -1, dtype=np.int64)
-            if n:
-                order = np.lexsort((np.arange(n), codes))
-                c = codes[order]
-                same = (c[1:] == c[:-1]) & (c[1:] >= 0)
-                prev[order[1:][same]] = order[:-1][same]
-                nxt[order[:-1][same]] = order[1:][same]
+            prev, nxt, _ = code_links(codes, len(self._snap.threads.names))
             self._links = (prev, nxt)
         return self._links
 

@@ -1,7 +1,8 @@
 """Columns of a snapshot read without Arrow's per-value overhead, and the string facets (author,
 thread, channel) dictionary-encoded over a whole snapshot.
 
-Owns: RowReader, Facet. Must never import the engine.
+Owns: RowReader, Facet, and code_links (each row's neighbours among the rows of its facet value: the
+thread links). Must never import the engine.
 
 Never imports: snapshot, mempp.store, mempp.planner.
 """
@@ -129,3 +130,22 @@ class Facet:
         if self._counts is None:
             self._counts = np.bincount(self.codes[self.codes >= 0], minlength=len(self.names))
         return self._counts
+
+
+def code_links(codes: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(prev, next, last)``: each row's neighbour among the rows of its code, in row order (−1:
+    none; a code below 0 has no neighbours), and each code's last row (−1: none)."""
+    n = len(codes)
+    prev = np.full(n, -1, dtype=np.int64)
+    nxt = np.full(n, -1, dtype=np.int64)
+    last = np.full(n_values, -1, dtype=np.int64)
+    if n:
+        order = np.lexsort((np.arange(n), codes))
+        c = codes[order]
+        same = (c[1:] == c[:-1]) & (c[1:] >= 0)
+        prev[order[1:][same]] = order[:-1][same]
+        nxt[order[:-1][same]] = order[1:][same]
+        ends = np.flatnonzero(np.append(c[1:] != c[:-1], True))  # the last of each code's run
+        real = c[ends] >= 0
+        last[c[ends][real]] = order[ends][real]
+    return prev, nxt, last

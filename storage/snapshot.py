@@ -31,7 +31,7 @@ from mempp.kernels import quantize_rows
 from .analyzer import Analyzer
 from .ann import AnnIndex
 from .arrowio import map_table, mapped_matrix, numeric
-from .columns import Facet, RowReader
+from .columns import Facet, RowReader, code_links
 from .errors import CorruptStoreError
 from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
@@ -452,18 +452,7 @@ class Snapshot:
                 last[: len(last0)] = last0
                 _link_tail(codes, n0, prev, nxt, last)
             else:
-                prev = np.full(n, -1, dtype=np.int64)
-                nxt = np.full(n, -1, dtype=np.int64)
-                last = np.full(len(self.threads.names), -1, dtype=np.int64)
-                if n:
-                    order = np.lexsort((np.arange(n), codes))
-                    c = codes[order]
-                    same = (c[1:] == c[:-1]) & (c[1:] >= 0)
-                    prev[order[1:][same]] = order[:-1][same]
-                    nxt[order[:-1][same]] = order[1:][same]
-                    ends = np.flatnonzero(np.append(c[1:] != c[:-1], True))  # the last of each code's run
-                    real = c[ends] >= 0
-                    last[c[ends][real]] = order[ends][real]
+                prev, nxt, last = code_links(codes, len(self.threads.names))
             links = self._thread_links = (prev, nxt)
             self._thread_last = last
         return links

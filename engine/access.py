@@ -30,7 +30,7 @@ from mempp.storage.arrowio import map_table
 from mempp.storage.files import FileRef, check_file
 
 from .dates import from_us
-from .errors import AccessDenied, ValidationError
+from .errors import AccessDenied, DocumentNotFound, ValidationError
 
 _PRINCIPAL = re.compile(r"(user|group):([^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?)")
 MAX_PRINCIPAL_CHARS = 256
@@ -65,6 +65,14 @@ def check_principal(value: Any, field: str = "principal", record: int | None = N
             field=field, record=record, key=key,
         )
     return value
+
+
+def principal_arg(text: str | None, field: str = "--as") -> Any:
+    """A principal as the command line gives it: None, ``admin`` for :data:`ADMIN`, or a checked
+    ``user:NAME`` / ``group:NAME`` (an error names ``field``)."""
+    if text is None:
+        return None
+    return ADMIN if text == "admin" else check_principal(text, field)
 
 
 def check_readers(value: Any, field: str = "readers", record: int | None = None, key: str | None = None) -> tuple[str, ...] | None:
@@ -132,6 +140,11 @@ class Access:
                     _LOADED.pop(next(iter(_LOADED)))
         return found
 
+    @classmethod
+    def of(cls, store: Path, state: Any) -> "Access":
+        """The permissions version ``state`` names (a ``storage.State``; None: a store with no commit)."""
+        return cls.load(store, None if state is None else state.access)
+
     @property
     def restricted(self) -> bool:
         """Whether some document may not be read by everyone."""
@@ -146,14 +159,7 @@ class Access:
                 for m in members:
                     holders.setdefault(m, set()).add(group)
             self._holders = holders
-        out: set[str] = set()
-        todo = [principal]
-        while todo:
-            for g in self._holders.get(todo.pop(), ()):
-                if g not in out:
-                    out.add(g)
-                    todo.append(g)
-        return out
+        return _reachable(principal, self._holders)
 
     def may_read(self, principal: Any, doc_id: int) -> bool:
         readers = self.readers.get(int(doc_id))
@@ -205,15 +211,8 @@ class Access:
         return got
 
     def _below(self, member: str) -> set[str]:
-        """The groups ``member`` holds, directly or through groups it holds."""
-        out: set[str] = set()
-        todo = [member]
-        while todo:
-            for m in self.members.get(todo.pop(), ()):
-                if m.startswith("group:") and m not in out:
-                    out.add(m)
-                    todo.append(m)
-        return out
+        """The principals ``member`` holds, directly or through groups it holds."""
+        return _reachable(member, self.members)
 
     def appended(self, events: list[dict[str, Any]], version: int, recorded_us: int) -> pa.Table:
         """The whole log after ``events`` (``{"op", "doc_id", "group", "principals"}``), recorded by ``version``."""
@@ -230,6 +229,18 @@ class Access:
             schema=ACCESS_SCHEMA,
         )
         return new if self.log is None else pa.concat_tables([self.log.cast(ACCESS_SCHEMA), new]).combine_chunks()
+
+
+def _reachable(start: str, edges: Mapping[str, Any]) -> set[str]:
+    """Every principal reachable from ``start`` along ``edges`` (not ``start`` itself unless on a cycle)."""
+    out: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in out:
+                out.add(nxt)
+                todo.append(nxt)
+    return out
 
 
 MISSING = object()  # a record that names no readers (a new version of a key then keeps the key's)
@@ -295,6 +306,15 @@ def readers_events(access: Access, docs: Sequence[Any], given: list | None, resu
 _NONE = Access()
 _LOADED: dict[tuple, Access] = {}  # the last few logs folded, oldest first
 _LOADED_LOCK = threading.Lock()
+
+
+def named_docs(searcher: Any, ref: str | int) -> list[int]:
+    """The doc ids a readers change names: every version of a key, or one doc id
+    (``DocumentNotFound`` when none)."""
+    docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref, "id")]
+    if not docs:
+        raise DocumentNotFound(f"no document with id {ref!r}")
+    return docs
 
 
 def denied_without_principal(path: Any) -> AccessDenied:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .errors import DocumentNotFound, ValidationError
+from .access import named_docs
+from .errors import ValidationError
 
 
 def _report(report: dict, as_json: bool, actions: bool = False) -> int:
@@ -46,7 +47,7 @@ def cmd_members(args: argparse.Namespace) -> int:
     """``mempp members STORE GROUP [--add P ...] [--remove P ...]``: change a group, then print its members."""
     from .store import Store
 
-    with Store.open(args.store, create=False, read_only=not (args.add or args.remove), lock_timeout=getattr(args, "wait", None)) as store:
+    with Store.open(args.store, create=False, read_only=not (args.add or args.remove), lock_timeout=args.wait) as store:
         if args.add:
             store.add_members(args.group, args.add)
         if args.remove:
@@ -65,14 +66,12 @@ def cmd_readers(args: argparse.Namespace) -> int:
     if args.principals and args.everyone:
         raise ValidationError("give principals or --everyone, not both", field="--everyone")
     change = bool(args.principals) or args.everyone
-    with Store.open(args.store, create=False, read_only=not change, lock_timeout=getattr(args, "wait", None)) as store:
+    with Store.open(args.store, create=False, read_only=not change, lock_timeout=args.wait) as store:
         ref = int(args.key) if args.key.isdigit() and not store.searcher().doc_ids(args.key) else args.key
         if change:
             store.set_readers(ref, None if args.everyone else args.principals)
         searcher = store.searcher()
-        docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref)]
-        if not docs:
-            raise DocumentNotFound(f"no document with id {ref!r}")
+        docs = named_docs(searcher, ref)
         access = searcher.access()
         out = [{"doc_id": d, "readers": None if access.readers.get(d) is None else list(access.readers[d])} for d in docs]
     for row in out:

@@ -108,11 +108,10 @@ def _with_readers(batch, readers):
 
 
 def _principal(args: argparse.Namespace):
-    """``--as``: a principal, ``admin`` for :data:`mempp.ADMIN`, or None."""
-    from .access import ADMIN, check_principal
+    """``--as`` (``access.principal_arg``): a principal, ``admin`` for :data:`mempp.ADMIN`, or None."""
+    from .access import principal_arg
 
-    who = getattr(args, "principal", None)
-    return ADMIN if who == "admin" else None if who is None else check_principal(who, "--as")
+    return principal_arg(getattr(args, "principal", None))
 
 
 def _add_export(args: argparse.Namespace, header: dict) -> int:

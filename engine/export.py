@@ -24,6 +24,7 @@ from mempp.storage import FOREVER, NAT
 
 from .dates import from_us
 from .errors import ValidationError
+from .replaced import replacement_seen
 
 FORMAT = 1
 MARK = "mempp_export"  # Parquet schema metadata key / the JSON Lines header's only key
@@ -59,8 +60,8 @@ def export_rows(searcher) -> Iterator[dict]:
     readers = {} if mine is not None else searcher.access().readers
     by_old: dict[int, list[dict]] = {}
     for o, n, e, r in zip(*(np.asarray(a).tolist() for a in (snap.sup_old, snap.sup_new, snap.sup_effective, snap.sup_recorded))):
-        hidden = n < 0 or (mine is not None and not mine[n])  # a replacement not held, or not the reader's: unnamed
-        by_old.setdefault(o, []).append({"doc_id": None if hidden else n, "effective": _iso(e), "recorded_at": _iso(r)})
+        seen = replacement_seen(snap, n)  # else not held, or not the reader's: unnamed
+        by_old.setdefault(o, []).append({"doc_id": n if seen else None, "effective": _iso(e), "recorded_at": _iso(r)})
     step = 4096
     for lo in range(0, snap.n_docs, step):
         docs = [d for d in range(lo, min(lo + step, snap.n_docs)) if mine is None or mine[d]]
@@ -254,19 +255,16 @@ def add_export(store, rows: list[dict], progress=None, header: dict | None = Non
                 unnamed.append((mapped[old], eff))
             elif old in mapped and new in mapped:
                 todo.append((mapped[old], mapped[new], eff))
+        if not (todo or unnamed):
+            return
+        held = _events(store)  # what the store holds already (a file added again replays nothing twice)
+        unnamed = [u for u in unnamed if (u[0], -1, u[1]) not in held]
+        todo = [t for t in todo if t not in held]
         if unnamed:
-            held_now = _events(store)
-            unnamed[:] = [u for u in unnamed if (u[0], -1, u[1]) not in held_now]
-            if unnamed:
-                store.writer.mark_replaced(unnamed)
-                replayed += len(unnamed)
-            unnamed.clear()
+            store.writer.mark_replaced(unnamed)
         if todo:
-            held = _events(store)
-            todo = [t for t in todo if (t[0], t[1], t[2]) not in held]
-            if todo:
-                store.supersede_many(todo, backdate=True)
-                replayed += len(todo)
+            store.supersede_many(todo, backdate=True)
+        replayed += len(unnamed) + len(todo)
 
     for group in _groups(rows):
         at = group[0]["ingested_at"]

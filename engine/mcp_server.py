@@ -413,8 +413,8 @@ def cmd_mcp(args) -> int:
 
     if not args.wait >= 0:
         raise ValidationError("must be >= 0", field="--wait")
-    from .access import ADMIN
+    from .access import principal_arg
 
-    principal = ADMIN if args.principal == "admin" else args.principal
+    principal = principal_arg(args.principal)
     serve(args.store, http=args.http, embedder=HashEmbedder() if args.embedder == "hash" else args.embedder, wait=args.wait, principal=principal)
     return 0

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterable, Iterator
 
-from .access import check_group, check_readers
-from .errors import DocumentNotFound, ValidationError
+from .access import check_group, check_readers, named_docs
+from .errors import ValidationError
 
 
 class Permissions:
@@ -37,10 +37,7 @@ class Permissions:
         None: everyone. One commit; nothing when they are already so."""
         readers = check_readers(readers)
         with self._turn() as (w, access):
-            searcher = w.searcher()
-            docs = searcher.doc_ids(ref) if isinstance(ref, str) else [searcher.resolve(ref, "id")]
-            if not docs:
-                raise DocumentNotFound(f"no document with id {ref!r}")
+            docs = named_docs(w.searcher(), ref)
             w.commit_access(access, [{"op": "readers", "doc_id": d, "principals": readers} for d in docs if access.readers.get(d) != readers])
 
     def add_members(self, group: str, principals: Iterable[str]) -> None:

@@ -34,6 +34,7 @@ class ReadableFacet:
         self._facet = facet
         self._readable = readable
         self._counts: np.ndarray | None = None
+        self._first: np.ndarray | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._facet, name)
@@ -51,15 +52,19 @@ class ReadableFacet:
 
     def first_seen(self) -> np.ndarray:
         """By code: the first readable document that has the value (n_docs where none does), the
-        order a store of the readable documents alone would list the values in."""
-        codes = self._facet.codes[: len(self._readable)]
-        first = np.full(len(self._facet.names), len(codes), dtype=np.int64)
-        ids = np.flatnonzero(self._readable & (codes >= 0))
-        np.minimum.at(first, codes[ids], ids)
-        return first
+        order a store of the readable documents alone would list the values in (computed once)."""
+        if self._first is None:
+            codes = self._facet.codes[: len(self._readable)]
+            first = np.full(len(self._facet.names), len(codes), dtype=np.int64)
+            ids = np.flatnonzero(self._readable & (codes >= 0))
+            np.minimum.at(first, codes[ids], ids)
+            self._first = first
+        return self._first
 
     def in_readable_order(self, names: Any) -> list[str]:
         """``names`` (values of this facet) in the order a store of the readable documents lists them."""
+        if len(names) < 2:
+            return list(names)
         first = self.first_seen()
         return sorted(names, key=lambda n: (first[self._facet.index[n]], self._facet.index[n]))
 
@@ -86,6 +91,8 @@ class ReaderView:
         self.channels = ReadableFacet(snap.channels, self.readable)
         self.ann: list = []  # the reader's answers come from the exact scans (a store of its own has no index)
         self._links: tuple[np.ndarray, np.ndarray] | None = None
+        self._has_threads: bool | None = None
+        self._df: dict[bytes, np.ndarray] = {}  # a question's terms -> their readable frequencies (a query asks 2 to 4 times)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._snap, name)
@@ -106,10 +113,22 @@ class ReaderView:
 
     @property
     def has_threads(self) -> bool:
-        return bool((self.thread_links[0] >= 0).any())
+        if self._has_threads is None:
+            self._has_threads = bool((self.thread_links[0] >= 0).any())
+        return self._has_threads
 
     def reader_df(self, ids: np.ndarray) -> np.ndarray:
-        """Each term's document frequency among the readable documents."""
+        """Each term's document frequency among the readable documents (the last few questions' kept;
+        callers only read them)."""
+        key = np.ascontiguousarray(ids, dtype=np.int64).tobytes()
+        found = self._df.get(key)
+        if found is None:
+            found = self._df[key] = self._count_df(ids)
+            while len(self._df) > 64:
+                self._df.pop(next(iter(self._df)), None)
+        return found
+
+    def _count_df(self, ids: np.ndarray) -> np.ndarray:
         out = np.zeros(len(ids), dtype=np.int64)
         for e in self._snap.segments:
             starts, ends, dfs = e.postings.lookup(ids)

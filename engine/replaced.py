@@ -4,7 +4,7 @@ evidence mark, ``Record.superseded_by``) and every supersession of it (``Searche
 A replacement the store does not hold (an import of a reader's export) or the reader may not read
 (a :class:`~mempp.reader_view.ReaderView`) is unnamed: its date only.
 
-Owns :func:`earliest_replacement` and :func:`replacement_list`.
+Owns :func:`earliest_replacement`, :func:`replacement_list` and :func:`replacement_seen`.
 
 Never imports: store, searcher, writer, planner, onnxruntime.
 """
@@ -20,7 +20,8 @@ from .reader_view import ReaderView
 from .types import Replacement
 
 
-def _seen(snap: Any, doc: int) -> bool:
+def replacement_seen(snap: Any, doc: int) -> bool:
+    """Whether a replacement ``doc`` is named: held by the store (not -1) and, in a reader's view, readable."""
     return doc >= 0 and (not isinstance(snap, ReaderView) or bool(snap.readable[doc]))
 
 
@@ -40,7 +41,7 @@ def earliest_replacement(snap: Any, caches: Any, doc: int) -> Replacement | None
     e = int(order[i])
     new = int(snap.sup_new[e])
     on = from_us(int(snap.sup_effective[e]))
-    if not _seen(snap, new):
+    if not replacement_seen(snap, new):
         return Replacement(on=on, doc_id=None, key=None, author=None)
     row = snap.row(new)
     return Replacement(on=on, doc_id=new, key=row["key"], author=row["author"])
@@ -53,7 +54,7 @@ def replacement_list(snap: Any, doc: int) -> list[dict[str, Any]]:
     out = []
     for i in (np.flatnonzero(np.asarray(old) == doc) if len(old) else []):
         n = int(new[i])
-        seen = _seen(snap, n)
+        seen = replacement_seen(snap, n)
         out.append({
             "doc_id": n if seen else None,
             "key": snap.row(n)["key"] if seen else None,

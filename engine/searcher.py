@@ -137,15 +137,15 @@ class Searcher:
         """The permissions in force (``mempp.access``): always the newest the store knows, whatever this version."""
         if self._access is not None:
             return self._access()
-        state = self._snap.state
-        return Access.load(self.path, None if state is None else state.access)
+        return Access.of(self.path, self._snap.state)
 
-    def allow(self, principal: Any) -> Any:
+    def allow(self, principal: Any, access: Access | None = None) -> Any:
         """``principal`` checked (None, :data:`mempp.ADMIN`, ``user:NAME``, ``group:NAME``); a store
-        holding restricted documents refuses a read without one (:class:`AccessDenied`)."""
+        holding restricted documents refuses a read without one (:class:`AccessDenied`).
+        ``access``: the permissions in force, when the caller has them already."""
         if principal is not None:
             principal = check_principal(principal)
-        elif self.access().restricted:
+        elif (access or self.access()).restricted:
             raise denied_without_principal(self.path)
         return principal
 
@@ -156,8 +156,8 @@ class Searcher:
         that of a store holding only what it may read (docs/DESIGN.md §8.3)."""
         if isinstance(self._snap, ReaderView):  # already one reader's (made by reader())
             return self
-        principal = self.allow(principal)
         access = self.access()
+        principal = self.allow(principal, access)
         if principal is None or principal is ADMIN or not access.restricted:
             return self
         known = self._readers.get((access, principal))  # this principal under these permissions, seen before
@@ -523,7 +523,7 @@ class Searcher:
 
     def history(self, key: str, *, principal: Any = None) -> list[Record]:
         """Every version stored under ``key``, oldest first; ``DocumentNotFound`` (as :meth:`get`) when there is none.
-        Each record's ``readers`` says who could read it from when to when."""
+        Each record's ``reader_periods`` says who could read it from when to when (not to a reader of part of the store)."""
         reader = self.reader(principal)
         if reader is not self:
             return reader.history(key)
@@ -581,10 +581,7 @@ class Searcher:
         from (``mempp.export``; the columns: docs/API.md, *Export*)."""
         from .export import export_table
 
-        reader = self.reader(principal)
-        if reader is not self:
-            return export_table(reader)
-        return export_table(self)
+        return export_table(self.reader(principal))
 
     def versions(self) -> list[dict[str, Any]]:
         """Committed versions, oldest first, through this one:

@@ -451,8 +451,7 @@ def _newest_access(store: "Store") -> Callable[[], Access]:
     def newest() -> Access:
         s = ref()
         if s is not None:
-            state = s._searcher.snapshot.state
-            last[:] = [Access.load(s.path, None if state is None else state.access)]
+            last[:] = [Access.of(s.path, s._searcher.snapshot.state)]
         return last[0] if last else Access()
 
     return newest

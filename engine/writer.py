@@ -457,8 +457,7 @@ class Writer:
     # --- who may read what ----------------------------------------------------------------------
     def access(self) -> Access:
         """The permissions of the version the next write builds on."""
-        state = self.snap.state
-        return Access.load(self.path, None if state is None else state.access)
+        return Access.of(self.path, self.snap.state)
 
     def commit_access(self, access: Access, events: list[dict]) -> None:
         """Commit ``events`` appended to ``access``'s log (in the writer's turn, after :meth:`begin_write`)."""

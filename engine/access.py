@@ -17,6 +17,7 @@ Never imports: store, searcher, writer, planner, cli, onnxruntime.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -101,12 +102,15 @@ class Access:
     """The permissions of one version: the fold of its access log (None: no change ever)."""
 
     def __init__(self, log: pa.Table | None = None) -> None:
+        if log is not None and "note" not in log.column_names:  # written before erasure existed
+            log = log.append_column("note", pa.nulls(len(log), pa.string()))
         self.log = log  # None: no change ever (an empty table is made only when one is appended)
+        self.erased: dict[int, dict[str, Any]] = {}  # doc id -> {"key", "reason", "erased_at" (µs)}
         self.readers: dict[int, tuple[str, ...] | None] = {}  # doc id -> its readers (absent: everyone)
         self.members: dict[str, set[str]] = {}  # group -> its direct members
         self.periods: dict[int, list[tuple[int | None, tuple[str, ...] | None]]] = {}  # doc id -> (from µs, None: its add; readers)
         n = 0 if log is None else len(log)
-        cols = {c: log.column(c).to_pylist() for c in ("op", "doc_id", "group", "principals")} if n else {}
+        cols = {c: log.column(c).to_pylist() for c in ("op", "doc_id", "group", "principals", "note")} if n else {}
         at = pa.array(log.column("recorded_at")).cast(pa.int64()).to_pylist() if n else []
         for i in range(n):
             op = cols["op"][i]
@@ -119,8 +123,11 @@ class Access:
                 self.members.setdefault(cols["group"][i], set()).update(cols["principals"][i])
             elif op == "remove_members":
                 self.members.setdefault(cols["group"][i], set()).difference_update(cols["principals"][i])
+            elif op == "erase":
+                self.erased[int(cols["doc_id"][i])] = {**json.loads(cols["note"][i] or "{}"), "erased_at": at[i]}
         restricted = [d for d, r in self.readers.items() if r is not None]
         self.restricted_ids = np.array(sorted(restricted), dtype=np.int64)
+        self.erased_ids = np.array(sorted(self.erased), dtype=np.int64)
         self._holders: dict[str, set[str]] | None = None
 
     @classmethod
@@ -163,6 +170,8 @@ class Access:
 
     def may_read(self, principal: Any, doc_id: int) -> bool:
         readers = self.readers.get(int(doc_id))
+        if int(doc_id) in self.erased and principal is not ADMIN:
+            return False
         if principal is ADMIN or readers is None:
             return True
         return bool(({principal} | self.groups_of(principal)).intersection(readers))
@@ -181,6 +190,7 @@ class Access:
             if ok is None:
                 ok = allowed[r] = bool(me.intersection(r))
             out[d] = ok
+        out[self.erased_ids[self.erased_ids < n_docs]] = False  # nobody's: as if never stored
         return out
 
     def reader_periods(self, doc_id: int, added: Any) -> list[dict[str, Any]]:
@@ -225,6 +235,7 @@ class Access:
                 "doc_id": pa.array([int(e.get("doc_id", -1)) for e in events], pa.int64()),
                 "group": pa.array([e.get("group") for e in events], pa.string()),
                 "principals": pa.array([None if e.get("principals") is None else list(e["principals"]) for e in events], pa.list_(pa.string())),
+                "note": pa.array([e.get("note") for e in events], pa.string()),
             },
             schema=ACCESS_SCHEMA,
         )

@@ -13,10 +13,11 @@ Never imports: searcher, planner, fusion, lexical, vector, supersession, onnxrun
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from mempp.storage import Snapshot, StoreError
 from mempp.storage.fsutil import unlink
@@ -51,6 +52,12 @@ class Compaction:
         if writer is None:
             raise StoreError("the store is gone")
         return writer
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No merge runs or publishes inside this block (an erasure rewrites units a merge reads)."""
+        with self._merge_lock:
+            yield
 
     def merge(self, force: bool = False) -> dict:
         """Merge now until the policy asks for no more (``Store.merge``); see there."""

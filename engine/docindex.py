@@ -29,12 +29,17 @@ class DocIndex:
         self._keys: dict[str, list[int]] = {}
         self.fingerprints = FingerprintIndex()
         self.indexed = 0
+        self.erased = 0  # erased documents of the newest version indexed
 
     def extend(self, snap: Snapshot) -> None:
-        """Index every document of ``snap`` not indexed yet (its doc ids above :attr:`indexed`)."""
-        if self.indexed >= snap.n_docs:
+        """Index every document of ``snap`` not indexed yet (its doc ids above :attr:`indexed`); all
+        of them again when ``snap`` holds erasures the index has not seen (their keys and fingerprints are gone)."""
+        erased = len(snap.erased)
+        if self.indexed >= snap.n_docs and erased <= self.erased:
             return
         with self._lock:
+            if erased > self.erased:
+                self._keys, self.fingerprints, self.indexed, self.erased = {}, FingerprintIndex(), 0, erased
             for entry in snap.segments:
                 seg = entry.segment
                 if entry.base + seg.n <= self.indexed:

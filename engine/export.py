@@ -40,7 +40,7 @@ def export_header(searcher) -> dict:
     view = getattr(searcher.snapshot, "readable", None)
     return {
         "format": FORMAT,
-        "documents": int(searcher.snapshot.n_docs if view is None else view.sum()),
+        "documents": int(searcher.snapshot.n_live if view is None else view.sum()),
         "version": int(searcher.version),
         "embedder": searcher.embedder_info,
         "analyzer": searcher.analyzer.to_json(),
@@ -63,8 +63,9 @@ def export_rows(searcher) -> Iterator[dict]:
         seen = replacement_seen(snap, n)  # else not held, or not the reader's: unnamed
         by_old.setdefault(o, []).append({"doc_id": n if seen else None, "effective": _iso(e), "recorded_at": _iso(r)})
     step = 4096
+    gone = set(snap.erased.tolist())  # erased rows: not documents any more
     for lo in range(0, snap.n_docs, step):
-        docs = [d for d in range(lo, min(lo + step, snap.n_docs)) if mine is None or mine[d]]
+        docs = [d for d in range(lo, min(lo + step, snap.n_docs)) if (mine is None or mine[d]) and d not in gone]
         for d, row in zip(docs, snap.rows(docs)):
             yield {
                 "doc_id": d,

@@ -95,7 +95,7 @@ def plan_shards(searcher, n_shards: int) -> list[ShardSpec]:
         specs.append(
             ShardSpec(
                 path=str(searcher.path), version=snap.version, units=tuple(names[a:b]), first_doc=lo, n_docs=hi - lo,
-                n_global=snap.n_docs, avg_length=snap.avg_length, has_threads=links, has_windows=snap.has_windows,
+                n_global=snap.n_live, avg_length=snap.avg_length, has_threads=links, has_windows=snap.has_windows,
                 valid_until=np.ascontiguousarray(snap.valid_until[lo:hi]),
             )
         )

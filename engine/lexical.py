@@ -108,7 +108,7 @@ def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarr
     with the snapshot's ``avg_length``, the scores are those of the whole store.
     """
     looked = [(entry, *entry.postings.lookup(ids)) for entry in snap.segments]
-    n_global = snap.n_docs
+    n_global = snap.n_live
     if df is None and hasattr(snap, "reader_df"):
         df = snap.reader_df(ids)  # a ReaderView: the readable documents' frequencies and N
     if df is None:
@@ -183,7 +183,7 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
     out_ids = np.empty(depth, dtype=np.int64)
     stats = np.zeros(4, dtype=np.int64)
     fs, is_ = _lex_scratch()
-    got = lex_query(table, *index, ids, snap.n_docs, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
+    got = lex_query(table, *index, ids, snap.n_live, K1, mask, depth, out_ids, np.empty(depth, dtype=np.float64), stats, fs, is_)
     extra = lexical_doc_scores(snap, ids, score_for)
     if info is not None:
         info["method"] = (
@@ -205,7 +205,7 @@ def _lookup(snap: Snapshot, ids: np.ndarray, df: np.ndarray | None):
     if df is None and hasattr(snap, "reader_df"):
         df = snap.reader_df(ids)  # a ReaderView: the readable documents' frequencies and N
     if df is None:
-        lex_idf(snap.n_docs, own_df, idf)
+        lex_idf(snap.n_live, own_df, idf)
     else:
         lex_idf(snap.n_global, np.asarray(df, dtype=np.int64), idf)
     return table, keep, starts, ends, slots, idf

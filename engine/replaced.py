@@ -21,8 +21,8 @@ from .types import Replacement
 
 
 def replacement_seen(snap: Any, doc: int) -> bool:
-    """Whether a replacement ``doc`` is named: held by the store (not -1) and, in a reader's view, readable."""
-    return doc >= 0 and (not isinstance(snap, ReaderView) or bool(snap.readable[doc]))
+    """Whether a replacement ``doc`` is named: held by the store (not -1), not erased and, in a reader's view, readable."""
+    return doc >= 0 and doc not in snap.erased and (not isinstance(snap, ReaderView) or bool(snap.readable[doc]))
 
 
 def earliest_replacement(snap: Any, caches: Any, doc: int) -> Replacement | None:

@@ -128,9 +128,9 @@ class Searcher:
 
     @property
     def size(self) -> int:
-        """The documents this searcher answers from: the version's, or those its reader may read."""
+        """The documents this searcher answers from: the version's (less the erased), or those its reader may read."""
         snap = self._snap
-        return snap.n_global if isinstance(snap, ReaderView) else snap.n_docs
+        return snap.n_global if isinstance(snap, ReaderView) else snap.n_live
 
     # --- who may read -------------------------------------------------------------------------------
     def access(self) -> Access:
@@ -158,12 +158,15 @@ class Searcher:
             return self
         access = self.access()
         principal = self.allow(principal, access)
-        if principal is None or principal is ADMIN or not access.restricted:
+        gone = access.erased_ids[access.erased_ids < self._snap.n_docs]  # erased after this version was opened: nobody's
+        gone = gone[~np.isin(gone, self._snap.erased)] if len(gone) else gone
+        if (principal is None or principal is ADMIN or not access.restricted) and not len(gone):
             return self
         known = self._readers.get((access, principal))  # this principal under these permissions, seen before
         if known is not None:
             return known
-        readable = access.readable(principal, self._snap.n_docs)
+        readable = access.readable(ADMIN if principal is None else principal, self._snap.n_docs)
+        readable[gone] = False
         if readable.all():
             found = self
         else:
@@ -191,7 +194,7 @@ class Searcher:
     def options(self, **kwargs: Any) -> QueryOptions:
         """A query's options checked and clamped to this version's size (:meth:`QueryOptions.build`;
         the keywords of :meth:`query` less ``embedding`` and ``question_dates``)."""
-        return QueryOptions.build(n_docs=self._snap.n_docs, **kwargs)
+        return QueryOptions.build(n_docs=self.size, **kwargs)
 
     def batch_options(self, as_ofs: Sequence[Any], **kwargs: Any) -> list[QueryOptions]:
         """:meth:`options` for each ``as_of`` of a batch, the other options checked once (they are shared)."""
@@ -488,9 +491,8 @@ class Searcher:
         """Every doc id stored under ``key`` in this version, oldest first (none: empty)."""
         self._docs.extend(self._snap)
         docs = self._docs.docs(key, self._snap.n_docs)
-        if isinstance(self._snap, ReaderView):
-            docs = [d for d in docs if self._snap.readable[d]]
-        return docs
+        snap = self._snap  # a version read before an erasure still names its keys; a reader, only its documents
+        return [d for d in docs if d not in snap.erased and (not isinstance(snap, ReaderView) or snap.readable[d])]
 
     def active(self, key: str, latest: bool = False) -> int | None:
         """The doc id of ``key``'s active version (or, with ``latest``, its newest when none is active)."""
@@ -507,7 +509,9 @@ class Searcher:
         ``DocumentNotFound`` when none, ``ValidationError`` naming ``field`` for another type."""
         if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
             if 0 <= int(ref) < self._snap.n_docs and (not isinstance(self._snap, ReaderView) or self._snap.readable[int(ref)]):
-                return int(ref)
+                if int(ref) not in self._snap.erased:
+                    return int(ref)
+                raise DocumentNotFound(f"doc id {ref} was erased")
             raise DocumentNotFound(f"no document with doc id {ref}")
         if isinstance(ref, str):
             doc = self.active(ref, latest=True)

@@ -72,8 +72,9 @@ class ShardView:
         self.lo = lo
         self.segments = [replace(e, segment=replace(e.segment, first_doc=e.segment.first_doc - lo)) for e in snap.segments]
         self.n_docs = snap.n_docs
-        self.n_global = spec.n_global
+        self.n_global = self.n_live = spec.n_global  # BM25's N: the whole store's, erased rows left out
         self.avg_length = spec.avg_length
+        self.erased = snap.erased
         self.has_threads = spec.has_threads  # the whole store's: it decides which path a leg takes
         self.has_windows = spec.has_windows
         self.dates = snap.dates

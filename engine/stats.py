@@ -24,6 +24,9 @@ def version_stats(snap: Any, path: Any, embedder_info: dict, analyzer: Any, inde
     base = snap.snapshot if view else snap
     mine = snap.readable if view else np.ones(snap.n_docs, dtype=np.bool_)
     valid_now = int(np.count_nonzero((snap.valid_until == FOREVER) & mine)) if snap.n_docs else 0
+    gone = np.zeros(snap.n_docs, dtype=np.bool_)
+    gone[base.erased] = True
+    mine = mine & ~gone  # erased rows: counted apart, never documents
     unreadable = int(np.count_nonzero((base.valid_until == NAT) & mine)) if snap.n_docs else 0  # in skipped segments
     n = int(np.count_nonzero(mine))
     dates = snap.dates[mine]
@@ -36,6 +39,7 @@ def version_stats(snap: Any, path: Any, embedder_info: dict, analyzer: Any, inde
         "active": valid_now,
         "superseded": n - unreadable - valid_now,
         "unreadable": unreadable,
+        "erased": 0 if view else int(len(base.erased)),
         "supersessions": int(np.count_nonzero(mine[olds])) if len(olds) else 0,
         "undated": int(n - len(dated)),
         "first_date": from_us(int(dated.min())).isoformat() if len(dated) else None,

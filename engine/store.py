@@ -45,6 +45,7 @@ from .config import IndexConfig
 from .docindex import DocIndex
 from .embedder import DEFAULT_MODEL, Embedder, describe, embedder_for, model_label, model_spec, same_model
 from .access import Access
+from .erasure import erasures
 from .errors import EmbedderError, ValidationError
 from .searcher import Searcher
 from .versions import pinned
@@ -391,6 +392,22 @@ class Store:
         """Remove ``principals`` from ``group``."""
         self.writer.permissions.remove_members(group, principals)
 
+    def erase(self, ref: Any, *, reason: str) -> dict[str, Any]:
+        """Destroy a document: every version of a key (or one doc id; or a list of them). Its text,
+        embedding, terms and every derived copy leave every file of the store, and every version
+        reads a blank row that no read returns; the access log keeps the doc id, key, date and
+        ``reason`` (:meth:`erasures`). One commit, crash-safe (docs/DESIGN.md §8.5). Returns
+        ``{"erased": doc ids, "version", "files_removed", "seconds"}``."""
+        return self.writer.erasure.erase(ref, reason)
+
+    def erase_before(self, date: Any, *, reason: str, channel: str | None = None) -> dict[str, Any]:
+        """:meth:`erase` every document dated before ``date`` (of ``channel`` only, when given): a retention rule."""
+        return self.writer.erasure.erase_before(date, reason, channel)
+
+    def erasures(self) -> list[dict[str, Any]]:
+        """What was erased, oldest first: ``{"doc_id", "key", "reason", "erased_at"}`` (no content)."""
+        return erasures(self._searcher.access())
+
     def stats(self, *, principal: Any = None) -> dict[str, Any]:
         """Counts and sizes of the version this Store holds (one snapshot, as a query reads).
 
@@ -409,7 +426,7 @@ class Store:
             "resident_errors": list(self.residency.errors),
         }
         order = [
-            "path", "version", "documents", "active", "superseded", "unreadable", "recovered", "supersessions", "undated",
+            "path", "version", "documents", "active", "superseded", "unreadable", "erased", "recovered", "supersessions", "undated",
             "first_date", "last_date", "authors", "threads", "terms", "segments", "format", "merges", "merge_error", "embedder",
             "analyzer", "index", "window_vectors", "bytes_on_disk", "skipped", "rebuilt", "int8_bytes", "resident_bytes",
             "resident_errors",

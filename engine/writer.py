@@ -46,6 +46,7 @@ from .config import IndexConfig
 from .dates import to_us
 from .docindex import DocIndex
 from .access import MISSING, Access, readers_events, record_readers
+from .erasure import Erasure
 from .permissions import Permissions
 from .errors import DocumentNotFound, ValidationError
 from .ingest import Deferred, Plain, Row, prepare_batch, record_fingerprints
@@ -117,6 +118,7 @@ class Writer:
         self._queue: list = []  # add calls waiting for the next commit
         self.compaction = Compaction(self, merge)
         self.permissions = Permissions(self)
+        self.erasure = Erasure(self)
 
     @property
     def _host(self) -> Any:
@@ -574,8 +576,7 @@ class Writer:
         self._docs.extend(snap)
 
     # --- merges -------------------------------------------------------------------------------------
-    def merge(self, *, force: bool = False) -> dict:
-        """See :meth:`Store.merge`."""
+    def merge(self, *, force: bool = False) -> dict:  # see Store.merge
         return self.compaction.merge(force)
 
     def wait_merges(self, timeout: float | None = None) -> bool:

@@ -253,10 +253,11 @@ def window_table(rows: np.ndarray, embeddings: np.ndarray) -> pa.Table:
 # The access log (every reader and membership change, oldest first; the engine's ``access.py`` reads
 # it): ``op`` is "new_readers" (a document's readers, named when it was added) or "readers" (a
 # later change; ``doc_id``'s readers become ``principals``; null: everyone),
-# "add_members" or "remove_members" (``principals`` join or leave ``group``).
+# "add_members" or "remove_members" (``principals`` join or leave ``group``), "erase" (``doc_id``
+# was erased; ``note``: JSON ``{"key", "reason"}``). Logs written before erasure lack ``note``.
 ACCESS_SCHEMA = pa.schema([
     ("version", pa.int64()), ("recorded_at", TS), ("op", pa.string()), ("doc_id", pa.int64()), ("group", pa.string()),
-    ("principals", pa.list_(pa.string())),
+    ("principals", pa.list_(pa.string())), ("note", pa.string()),
 ])
 
 

@@ -116,7 +116,7 @@ class Entry:
 
     version: int
     committed_at: str
-    kind: str  # "add", "supersede", "ann", "merge", "upgrade"
+    kind: str  # "add", "supersede", "ann", "merge", "upgrade", "access", "repair", "salvage", "erase"
     n_docs: int
     n_sup: int | None
     n_terms: int | None
@@ -337,7 +337,9 @@ def apply(state: State, delta: dict) -> State:
         if [u.stem for u in units[at : at + len(stems)]] != stems:
             raise ValueError("a merge replaces units that are not adjacent in this state")
         units[at : at + len(stems)] = [Unit.from_json(change["unit"])]
-    elif op == "replace":  # a repair: units' and ANN indexes' derived files made again under new names
+    elif op == "replace":  # a repair (derived files made again) or an erasure (files rewritten), under new names
+        if change.get("access") is not None:
+            access = FileRef.from_json(change["access"])
         for u in change.get("units", []):
             new = Unit.from_json(u)
             units[[x.stem for x in units].index(new.stem)] = new

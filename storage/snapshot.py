@@ -37,6 +37,7 @@ from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
 from .postings import Postings
 from .segment import NAT, Segment, timestamp_column, date_order
+from .erase import erased_rows
 
 FOREVER = np.iinfo(np.int64).max
 LINK_TAIL_MAX = 4096  # new documents linked one by one onto an earlier version's thread links; more: a full sort
@@ -296,6 +297,15 @@ class Snapshot:
                 np.minimum.at(self.valid_until, self.sup_old, self.sup_effective)
         for entry in placeholders:  # unreadable documents are never valid, so never returned
             self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
+        # erased documents (an empty text) neither: the ones after n0 (``reuse`` has the others')
+        erased = [e.base + r + np.flatnonzero(erased_rows(e.segment.table.slice(r))) for e, r in new_parts
+                  if not any(e is p for p in placeholders)]
+        erased = np.concatenate(erased).astype(np.int64) if erased else np.zeros(0, dtype=np.int64)
+        self.erased = np.concatenate([reuse.erased, erased]) if reuse is not None else erased
+        self.valid_until[erased] = NAT
+        lost = sum(int(e.segment.lengths[ids - e.base].astype(np.int64).sum()) for e in self.segments
+                   for ids in (erased[(erased >= e.base) & (erased < e.base + e.segment.n)],) if len(ids))
+        self.erased_length = (reuse.erased_length if reuse is not None else 0) + lost
         if len(self.dates) != self.n_docs:
             raise ValueError(f"{self.n_docs} documents, {len(self.dates)} dates")
         if reuse is not None and "_thread_links" in reuse.__dict__:
@@ -532,8 +542,14 @@ class Snapshot:
         return out
 
     @property
+    def n_live(self) -> int:
+        """BM25's N: the documents of this version less the erased ones (as if never stored)."""
+        return self.n_docs - len(self.erased)
+
+    @property
     def avg_length(self) -> float:
-        return self.total_length / self.n_docs if self.n_docs else 0.0
+        """BM25's mean document length, over :attr:`n_live` (an erased row keeps its length: taken out here)."""
+        return (self.total_length - self.erased_length) / self.n_live if self.n_live else 0.0
 
 
 def _prefix_of(previous: "Snapshot | None", state: State | None, cut: Entry | None) -> bool:
@@ -542,6 +558,10 @@ def _prefix_of(previous: "Snapshot | None", state: State | None, cut: Entry | No
     if previous is None or state is None or previous.state is None or previous.skipped or (state.format, previous.state.format) != (2, 2):
         return False
     target = cut if cut is not None else state
+    if previous.version < target.version:  # an erasure since rewrote rows that ``previous`` holds
+        since = [e for e in state.recent if e.version > previous.version]
+        if any(e.kind == "erase" for e in since) or not since or since[0].version != previous.version + 1:
+            return False
     return previous.version <= target.version and previous.n_docs <= target.n_docs and previous.n_sup <= target.n_sup and previous.n_terms <= target.n_terms
 
 

@@ -42,22 +42,30 @@ def batch(b: int, per: int = PER_BATCH, long: bool = False) -> list[dict]:
     return docs
 
 
-def expected_rows(batches: list[int], **kw) -> list[tuple]:
-    return [(d["id"], d["text"], d["author"], d["date"]) for b in batches for d in batch(b, **kw)]
+ERASED = ("<erased>",)  # an erased document's row (it keeps its doc id; nothing of it is readable)
+
+
+def expected_rows(batches: list[int], erased: tuple[str, ...] = (), **kw) -> list[tuple]:
+    return [ERASED if d["id"] in erased else (d["id"], d["text"], d["author"], d["date"]) for b in batches for d in batch(b, **kw)]
 
 
 def stored_rows(store: mempp.Store) -> list[tuple]:
     out = []
+    erased = set(store.searcher().snapshot.erased.tolist())
     for i in range(len(store)):
+        if i in erased:
+            out.append(ERASED)
+            continue
         r = store.get(i)
         out.append((r.key, r.text, r.author, r.date.strftime("%Y-%m-%d") if r.date else None))
     return out
 
 
-def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups: int = 0, **kw) -> str | None:
+def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups: int = 0, erased: tuple[str, ...] = (), **kw) -> str | None:
     """None if the store at ``path`` opens and holds exactly the acknowledged batches, in order,
     optionally followed by a prefix of ``maybe`` (unacknowledged batches, each whole), and the
-    batches' supersessions plus ``extra_sups`` more; else what is wrong."""
+    batches' supersessions plus ``extra_sups`` more; else what is wrong. ``erased``: keys whose
+    documents (every version) are erased rows."""
     import warnings
 
     try:
@@ -82,7 +90,7 @@ def check_store(path: Path, acked: list[int], maybe: list[int] = (), extra_sups:
         return f"damaged files: rebuilt {stats['rebuilt']}, skipped {stats['skipped']}"
     for n in range(len(maybe) + 1):
         want = list(acked) + list(maybe[:n])
-        if rows == expected_rows(want, **kw):
+        if rows == expected_rows(want, erased, **kw):
             expect_sups = sum(1 for b in want if b >= 2 and b % 4 == 2) + extra_sups
             return None if sups == expect_sups else f"{sups} supersessions, expected {expect_sups}"
     keys = [r[0] for r in rows]

@@ -26,16 +26,19 @@ INDEX = mempp.IndexConfig(window_stride=100)  # long documents get window vector
 
 
 PLAIN = ["add"] * N_BATCHES
-# Every kind of commit: adds, a supersession-only commit, an ANN index, merges, a permission change.
-EVERY_KIND = ["add", "add", "sup", "add", "merge", "acl", "ann", "add", "add", "merge"]
+# Every kind of commit: adds, a supersession-only commit, an ANN index, merges, a permission change,
+# an erasure (of a merged unit's document that the ANN index holds; merged again afterwards).
+EVERY_KIND = ["add", "add", "sup", "add", "merge", "acl", "ann", "erase", "add", "add", "merge"]
+ERASE = "b1-2"
+ERASED_TERM = b"term1x2"  # a term only that document holds
 SUPS = [("b0-1", "b1-1"), ("b0-2", "b1-0", "2023-06-01")]  # the supersession-only commit's two events
 
 
 def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[str] = PLAIN, every_file: bool = False) -> tuple[list, DiskModel]:
     """Run ``plan`` through the model (``add``: the next batch; ``sup``: ``supersede_many(SUPS)``;
     ``ann``: ``build_ann``; ``merge``: ``merge(force=True)``; ``acl``: a group's first member, the
-    access log's first file). Returns, before each file operation and at the end: (the model's
-    state, acked batches, acked extra supersessions, what is in flight, whether the member is acked)."""
+    access log's first file; ``erase``: ``erase(ERASE)``). Returns, before each file operation and at the end: (the model's
+    state, acked batches, acked extra supersessions, what is in flight, whether the member is acked, erased keys)."""
     from crashkit import batch
 
     root.mkdir()
@@ -45,9 +48,10 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
     sups = 0
     inflight = None
     member = False
+    erased: tuple[str, ...] = ()
 
     def before(op, rel):
-        states.append((model.snapshot(), list(acked), sups, inflight, member))
+        states.append((model.snapshot(), list(acked), sups, inflight, member, erased))
 
     model.on_op = before
     old = fsutil.set_io_hook(model)
@@ -72,6 +76,10 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
                     inflight = ("acl", 0)
                     s.add_members("group:ops", ["user:ann"])
                     member = True
+                elif step == "erase":
+                    inflight = ("erase", 0)
+                    s.erase(ERASE, reason="test")
+                    erased = (ERASE,)
                 else:
                     inflight = ("merge", 0)
                     s.merge(force=True)
@@ -79,21 +87,23 @@ def _record_run(root: Path, disabled: frozenset[str] = frozenset(), plan: list[s
     finally:
         fsutil.set_io_hook(old)
         writer.SMALL_UNIT = small
-    states.append((model.snapshot(), list(acked), sups, None, member))
+    states.append((model.snapshot(), list(acked), sups, None, member, erased))
     return states, model
 
 
 def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: int | None = None) -> tuple[int, list[str]]:
     crashes, bad = 0, []
     for mode, seed in modes:
-        for k, (tree, acked, sups, inflight, member) in enumerate(states):
+        for k, (tree, acked, sups, inflight, member, erased) in enumerate(states):
             maybe = [inflight[1]] if inflight and inflight[0] == "add" else []
             out = tmp / f"crash-{k}-{mode}-{seed}"
             DiskModel.materialize(tree, out, mode, random.Random(seed * 1000 + k))
             crashes += 1
-            problem = check_store(out, acked, maybe, extra_sups=sups, long=True)
+            problem = check_store(out, acked, maybe, extra_sups=sups, erased=erased, long=True)
             if problem and inflight and inflight[0] == "sup":  # the supersessions in flight: all or none
                 problem = check_store(out, acked, maybe, extra_sups=sups + inflight[1], long=True)
+            if problem and inflight and inflight[0] == "erase":  # the erasure in flight: done or not
+                problem = check_store(out, acked, maybe, extra_sups=sups, erased=(ERASE,), long=True)
             if not problem and (member or (inflight and inflight[0] == "acl")):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", mempp.StoreRecoveredWarning)  # a lost CURRENT: read at the newest whole version
@@ -101,6 +111,9 @@ def _violations(tmp: Path, states: list, modes: list[tuple[str, int]], limit: in
                         there = "user:ann" in s.searcher().access().members.get("group:ops", ())
                 if member and not there:
                     problem = "an acknowledged group member is lost"
+            if not problem and erased:  # an acknowledged erasure: its text is on no file of the disk
+                held = [str(f.relative_to(out)) for f in out.rglob("*") if f.is_file() and ERASED_TERM in f.read_bytes()]
+                problem = f"the erased document's term is still in {held}" if held else None
             if problem:
                 bad.append(f"op {k} mode {mode}/{seed}: {problem}")
                 if limit and len(bad) >= limit:
@@ -138,7 +151,7 @@ def test_after_power_loss_the_next_writer_cleans_up_and_commits(tmp_path):
     states, _ = _record_run(tmp_path / "store")
     step = 1 if long_run() else 3
     for k in range(0, len(states), step):
-        tree, acked, _, _, _ = states[k]
+        tree, acked, _, _, _, _ = states[k]
         out = tmp_path / f"w{k}"
         DiskModel.materialize(tree, out, "lose")
         with warnings.catch_warnings(record=True) as seen:

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 import mempp
 from mempp import reader_view
+from mempp.access import Access
+from mempp.storage import Snapshot
 from mempp.export import add_export, read_export, read_header, write_export
 
 WORDS = "uptime sla budget vendor outage travel policy salary audit launch".split()
@@ -144,6 +146,7 @@ world = st.fixed_dictionaries(
         "batches": st.lists(st.lists(doc, min_size=1, max_size=5), min_size=1, max_size=3),
         "members": st.lists(st.tuples(st.sampled_from(["group:hr", "group:ops"]), st.sampled_from(["user:ann", "user:ben", "group:ops"])), max_size=3),
         "changes": st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.one_of(st.none(), st.lists(st.sampled_from(PRINCIPALS[:4]), min_size=1, max_size=2))), max_size=3),
+        "erased": st.lists(st.sampled_from(["a", "b", "e", "f"]), max_size=2),
     }
 )
 
@@ -168,6 +171,9 @@ def build(path: Path, w: dict) -> mempp.Store:
     for key, readers in w["changes"]:
         if store.searcher().doc_ids(key):
             store.set_readers(key, readers)
+    for key in w.get("erased", ()):  # an erased document is as if never stored, for every principal
+        if store.searcher().doc_ids(key):
+            store.erase(key, reason="test")
     return store
 
 
@@ -177,7 +183,7 @@ def build(path: Path, w: dict) -> mempp.Store:
 def test_every_read_of_a_principal_is_the_oracles(tmp_path_factory, w):
     root = tmp_path_factory.mktemp("world")
     with build(root / "s", w) as store:
-        for i, principal in enumerate(PRINCIPALS):
+        for i, principal in enumerate(PRINCIPALS + [mempp.ADMIN]):
             bad = differences(store, principal, root / f"p{i}")
             assert not bad, (principal, bad[:3])
             unreadable_keys_are_not_found(store, principal)
@@ -197,14 +203,17 @@ def _leaky_world(tmp_path: Path) -> mempp.Store:
         {"id": "s2", "text": "sla sla sla vendor audit", "author": "Cleo Diaz", "date": "2023-02-01", "readers": ["group:hr"]},
         {"id": "p1", "text": "uptime sla revised by hr", "author": "Cleo Diaz", "date": "2023-03-01", "readers": ["group:hr"]},
         {"id": "p4", "text": "vendor budget uptime", "author": "Ben Ortiz", "date": "2023-01-09", "thread": "t1"},
+        {"id": "e1", "text": "uptime sla sla audit budget outage", "author": "Dee Fox", "date": "2023-01-10", "thread": "t1"},
     ])
+    store.erase("e1", reason="test")  # as if never stored, for every principal
     return store
 
 
 def test_the_leaky_world_agrees_with_its_oracle(tmp_path):
     with _leaky_world(tmp_path) as store:
-        assert differences(store, "user:zed", tmp_path / "z") == []
-        unreadable_keys_are_not_found(store, "user:zed")
+        for i, who in enumerate(("user:zed", mempp.ADMIN)):
+            assert differences(store, who, tmp_path / f"z{i}") == []
+            unreadable_keys_are_not_found(store, who)
 
 
 def _all_df(self, ids):
@@ -244,7 +253,25 @@ def _named_replacement(m):
     m.setattr(searcher.Searcher, "_replacement", leaky)
 
 
+def _erased_in_n(m):
+    m.setattr(Snapshot, "n_live", property(lambda self: self.n_docs))
+    m.setattr(Snapshot, "avg_length", property(lambda self: self.total_length / self.n_docs if self.n_docs else 0.0))
+
+
+def _erased_readable(m):
+    original = Access.readable
+
+    def readable(self, principal, n_docs):
+        out = original(self, principal, n_docs)
+        out[self.erased_ids[self.erased_ids < n_docs]] = True
+        return out
+
+    m.setattr(Access, "readable", readable)
+
+
 PLANTED = {
+    "erased documents counted in N and the mean length": _erased_in_n,
+    "an erased document readable": _erased_readable,
     "document frequencies over every document": lambda m: m.setattr(reader_view.ReaderView, "reader_df", _all_df),
     "N over every document": _n_over_all,
     "an unreadable thread neighbour": lambda m: m.setattr(reader_view.ReaderView, "thread_links", property(lambda self: self.snapshot.thread_links)),
@@ -261,7 +288,7 @@ def random_world(rng: random.Random) -> dict:
                 "date": rng.choice(["2023-01-05", "2023-02-10", "2023-04-01", "2023-06-15", "2023-09-01"]),
                 "thread": rng.choice(THREADS), "readers": rng.choice([None, None, [rng.choice(PRINCIPALS[:4])]])}
     return {"batches": [[one() for _ in range(rng.randint(2, 6))] for _ in range(rng.randint(1, 3))],
-            "members": [("group:hr", "user:ann")], "changes": []}
+            "members": [("group:hr", "user:ann")], "changes": [], "erased": rng.sample(["a", "b", "e"], k=rng.randint(0, 1))}
 
 
 @pytest.mark.parametrize("leak", sorted(PLANTED))
@@ -270,7 +297,7 @@ def test_a_planted_leak_is_caught(tmp_path, monkeypatch, leak):
     else on one of the first 40 worlds of a seeded draw."""
     PLANTED[leak](monkeypatch)
     with _leaky_world(tmp_path) as store:
-        if differences(store, "user:zed", tmp_path / "z"):
+        if differences(store, "user:zed", tmp_path / "z") or differences(store, mempp.ADMIN, tmp_path / "a"):
             return
     rng = random.Random(7)
     for i in range(40):

@@ -15,8 +15,9 @@ once in ``DIR`` and reused. Then, side by side in one process, each query altern
 - ``principal, first``: as a user asking for the first time in this version (the view is built:
   its readable mask, validity, mean length and thread links);
 
-and the medians of ``add_members`` (one user to one group) and ``set_readers`` (one document)
-commits per second. Prints a JSON line and a table.
+the medians of ``add_members`` (one user to one group) and ``set_readers`` (one document)
+commits per second, and the time of one ``erase`` (a document no run erased yet: every file that
+holds it rewritten, the old ones removed). Prints a JSON line and a table.
 """
 
 from __future__ import annotations
@@ -104,6 +105,15 @@ def run(n: int, path: Path, queries: int, users: int) -> dict:
             s.set_readers(i, [f"group:g{i}", f"user:bench{run_id}-{i}"])
             changes["set_readers"].append(time.perf_counter() - t)
         out["changes_per_s"] = {k: round(1 / statistics.median(v), 1) for k, v in changes.items()}
+        # one erasure: a document not erased yet (each run erases another), every file holding it rewritten
+        erased = set(s.searcher().snapshot.erased.tolist())
+        doc = next(d for d in random.Random(run_id).sample(range(n), 50) if d not in erased)
+        t = time.perf_counter()
+        got = s.erase(doc, reason="bench")
+        out["erase_s"] = round(time.perf_counter() - t, 3)
+        out["erase_files"] = len(got["files_removed"])
+        out["erase_bytes_rewritten"] = sum((path / f).stat().st_size for u in s.searcher().snapshot.state.units
+                                           for f in (r.name for r in u.files.values()) if f".e{got['version']:08d}." in f)
     return out
 
 
@@ -119,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     prepare(a.n, a.dir, a.users, a.groups, a.restricted)
     got = run(a.n, a.dir, a.queries, a.users)
     print(json.dumps(got))
-    print("| documents | restricted | query p50 admin | as a principal (warm) | (first in the version) | add_members/s | set_readers/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| documents | restricted | query p50 admin | as a principal (warm) | (first in the version) | add_members/s | set_readers/s | erase one document |")
+    print("|---|---|---|---|---|---|---|---|")
     m = got["p50_ms"]
     print(f"| {got['n']:,} | {got['restricted']:,} | {m['admin']} ms | {m['principal, warm']} ms ({got['ratio_warm']}x) | "
-          f"{m['principal, first']} ms ({got['ratio_first']}x) | {got['changes_per_s']['add_members']} | {got['changes_per_s']['set_readers']} |")
+          f"{m['principal, first']} ms ({got['ratio_first']}x) | {got['changes_per_s']['add_members']} | {got['changes_per_s']['set_readers']} | "
+          f"{got['erase_s']} s ({got['erase_files']} files, {got['erase_bytes_rewritten'] / 1e6:.0f} MB rewritten) |")
     return 0
 
 

@@ -77,3 +77,30 @@ def cmd_readers(args: argparse.Namespace) -> int:
     for row in out:
         print(json.dumps(row) if args.json else f"{row['doc_id']:>6}  {'everyone' if row['readers'] is None else ', '.join(row['readers']) or 'nobody (admin only)'}")
     return 0
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    """``mempp erase STORE ID ... --reason TEXT`` (or ``--before DATE [--channel C]``; ``--list``)."""
+    from .store import Store
+
+    if args.list:
+        with Store.open(args.store, create=False, read_only=True) as store:
+            rows = [dict(r, erased_at=r["erased_at"].isoformat()) for r in store.erasures()]
+        for r in rows:
+            print(json.dumps(r) if args.json else f"{r['doc_id']:>6}  {r['key'] or '-'}  {r['erased_at']}  {r['reason']}")
+        return 0
+    if bool(args.key) == (args.before is not None):
+        raise ValidationError("give the ids to erase, or --before DATE, not both", field="key")
+    if args.channel is not None and args.before is None:
+        raise ValidationError("--channel goes with --before", field="--channel")
+    with Store.open(args.store, create=False, lock_timeout=args.wait) as store:
+        if args.before is not None:
+            out = store.erase_before(args.before, reason=args.reason, channel=args.channel)
+        else:
+            searcher = store.searcher()
+            refs = [int(k) if k.isdigit() and not searcher.doc_ids(k) else k for k in args.key]
+            out = store.erase(refs, reason=args.reason)
+    print(json.dumps(out) if args.json else
+          f"{args.store}: erased {len(out['erased'])} document(s) in version {out['version']}; "
+          f"{len(out['files_removed'])} file(s) rewritten and the old ones removed ({out['seconds']} s)")
+    return 0

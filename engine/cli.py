@@ -225,6 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per version")
     _wait_arg(p)
 
+    p = sub.add_parser("erase", help="destroy documents (text, vector, terms, every copy, in every version); a record of the erasure is kept")
+    p.add_argument("store")
+    p.add_argument("key", nargs="*", help="ids (every version of each) or doc id numbers to erase")
+    p.add_argument("--reason", default=None, help="why (required; kept in the store's access log with the id and the date)")
+    p.add_argument("--before", default=None, metavar="DATE", help="erase every document dated before DATE (a retention rule)")
+    p.add_argument("--channel", default=None, help="with --before: only this channel's documents")
+    p.add_argument("--list", action="store_true", help="print what was erased so far, then exit")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _wait_arg(p)
+
     p = sub.add_parser("versions", help="committed versions of a store")
     p.add_argument("store")
 
@@ -289,7 +299,7 @@ COMMANDS = {
     "add": commands.cmd_add, "embed": commands.cmd_embed, "query": commands.cmd_query, "get": commands.cmd_get, "history": commands.cmd_history, "supersede": commands.cmd_supersede,
     "merge": commands.cmd_merge, "stats": commands.cmd_stats, "ls": commands.cmd_ls, "export": commands.cmd_export, "versions": commands.cmd_versions, "eval": commands.cmd_eval, "demo": commands.cmd_demo, "warmup": commands.cmd_warmup,
     "bench": commands.cmd_bench, "verify": admin_commands.cmd_verify, "repair": admin_commands.cmd_repair, "mcp": mcp_server.cmd_mcp,
-    "members": admin_commands.cmd_members, "readers": admin_commands.cmd_readers,
+    "members": admin_commands.cmd_members, "readers": admin_commands.cmd_readers, "erase": admin_commands.cmd_erase,
 }
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:

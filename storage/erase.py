@@ -12,10 +12,10 @@ removed (a crash before that leaves them unnamed by the current version: the nex
 them, ``commits.clean_strays``). Their earlier versions are the current units cut at their
 counts (§4.3), so they read the blank rows too.
 
-Owns :func:`erase_rows` (the rewrite and its publication) and :func:`erased_rows` (which rows of
-a segment are erased).
+Owns :func:`erase_rows` (the rewrite and its publication) and :func:`erased_rows` /
+:func:`erased_in` (which rows of a segment are erased).
 
-Never imports: the engine, mempp.store.
+Never imports: snapshot, mempp.store, mempp.writer.
 """
 
 from __future__ import annotations
@@ -46,9 +46,24 @@ def placeholder_term(term_id: int) -> str:
 
 def erased_rows(table: pa.Table) -> np.ndarray:
     """Which rows of a segment table are erased (their text is empty): one bool each."""
-    if table.num_rows == 0:
-        return np.zeros(0, dtype=np.bool_)
-    return pc.equal(pc.binary_length(table.column("text")), 0).to_numpy(zero_copy_only=False).astype(np.bool_)
+    parts = []
+    for c in table.column("text").chunks:  # from the offsets (pyarrow.compute would load pandas on open)
+        kind = np.int64 if pa.types.is_large_string(c.type) else np.int32
+        off = np.frombuffer(c.buffers()[1], dtype=kind)[c.offset : c.offset + len(c) + 1]
+        parts.append(np.diff(off) == 0)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.bool_)
+
+
+def erased_in(parts: list) -> tuple[np.ndarray, int]:
+    """The erased doc ids of ``parts`` (``(snapshot entry, first row)``: the rows from there on) and
+    the sum of their BM25 lengths (an erased row keeps its length; BM25 leaves it out)."""
+    ids, length = [], 0
+    for e, r in parts:
+        rows = r + np.flatnonzero(erased_rows(e.segment.table.slice(r)))
+        if len(rows):
+            ids.append(e.base + rows)
+            length += int(e.segment.lengths[rows].astype(np.int64).sum())
+    return (np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)), length
 
 
 def erase_rows(store: Path, state: State, snap: Any, doc_ids: np.ndarray, access: pa.Table) -> tuple[State, list[str]]:
@@ -225,4 +240,4 @@ def _blank_ann(store: Path, a: Ann, ids: np.ndarray, dim: int, version: int) -> 
     return to_bytes(index, store / f".ann-erase.tmp-{os.getpid()}")
 
 
-__all__ = ["erase_rows", "erased_rows", "placeholder_term"]
+__all__ = ["erase_rows", "erased_in", "erased_rows", "placeholder_term"]

@@ -3,9 +3,9 @@
 It maps every live unit's files (segments, postings, window vectors, int8 copies,
 dictionary terms, supersession events) and derives the per-document arrays the planner
 needs (dates, the end of each document's validity, author/thread/channel codes and their
-bitmaps). A later commit never changes a snapshot; ``Snapshot(..., previous=old)`` reuses
-the files both share and extends the old one's per-document arrays (documents and
-supersession events are only appended; a merge changes no document).
+bitmaps). A later commit never changes a snapshot; ``Snapshot(..., previous=old)`` reuses the
+files both share and extends the old one's per-document arrays (documents and supersession
+events are only appended; a merge changes no document; after an erasure nothing is reused).
 
 An earlier version (time travel) is the current units cut at that version's counts
 (``cut``, a history entry): units after it are left out and the one that straddles it is
@@ -37,7 +37,7 @@ from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
 from .postings import Postings
 from .segment import NAT, Segment, timestamp_column, date_order
-from .erase import erased_rows
+from .erase import erased_in
 
 FOREVER = np.iinfo(np.int64).max
 LINK_TAIL_MAX = 4096  # new documents linked one by one onto an earlier version's thread links; more: a full sort
@@ -237,12 +237,7 @@ class Snapshot:
 
         segs = [e.segment for e in self.segments]
         self.n_docs = sum(s.n for s in segs)
-        if cut is not None:
-            self.total_length = int(cut.total_length)
-        elif state is not None:
-            self.total_length = int(state.total_length)
-        else:
-            self.total_length = 0
+        self.total_length = int(cut.total_length) if cut is not None else int(state.total_length) if state is not None else 0
         if state is not None and cut is None and self.n_docs != state.n_docs:
             raise CorruptStoreError(str(store / (state.chain[-1] if state.chain else "CURRENT")),
                                     f"manifest says {state.n_docs} documents, segments hold {self.n_docs}")
@@ -298,13 +293,9 @@ class Snapshot:
         for entry in placeholders:  # unreadable documents are never valid, so never returned
             self.valid_until[entry.base : entry.base + entry.segment.n] = NAT
         # erased documents (an empty text) neither: the ones after n0 (``reuse`` has the others')
-        erased = [e.base + r + np.flatnonzero(erased_rows(e.segment.table.slice(r))) for e, r in new_parts
-                  if not any(e is p for p in placeholders)]
-        erased = np.concatenate(erased).astype(np.int64) if erased else np.zeros(0, dtype=np.int64)
+        erased, lost = erased_in([(e, r) for e, r in new_parts if not any(e is p for p in placeholders)])
         self.erased = np.concatenate([reuse.erased, erased]) if reuse is not None else erased
         self.valid_until[erased] = NAT
-        lost = sum(int(e.segment.lengths[ids - e.base].astype(np.int64).sum()) for e in self.segments
-                   for ids in (erased[(erased >= e.base) & (erased < e.base + e.segment.n)],) if len(ids))
         self.erased_length = (reuse.erased_length if reuse is not None else 0) + lost
         if len(self.dates) != self.n_docs:
             raise ValueError(f"{self.n_docs} documents, {len(self.dates)} dates")
@@ -558,10 +549,9 @@ def _prefix_of(previous: "Snapshot | None", state: State | None, cut: Entry | No
     if previous is None or state is None or previous.state is None or previous.skipped or (state.format, previous.state.format) != (2, 2):
         return False
     target = cut if cut is not None else state
-    if previous.version < target.version:  # an erasure since rewrote rows that ``previous`` holds
-        since = [e for e in state.recent if e.version > previous.version]
-        if any(e.kind == "erase" for e in since) or not since or since[0].version != previous.version + 1:
-            return False
+    since = [e for e in state.recent if e.version > previous.version]  # an erasure since rewrote rows ``previous`` holds
+    if previous.version < target.version and (not since or since[0].version != previous.version + 1 or any(e.kind == "erase" for e in since)):
+        return False
     return previous.version <= target.version and previous.n_docs <= target.n_docs and previous.n_sup <= target.n_sup and previous.n_terms <= target.n_terms
 
 

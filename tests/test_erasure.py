@@ -297,3 +297,21 @@ def test_an_io_error_at_each_operation_of_an_erasure(tmp_path):
         assert stray_files(path) == [], n
         assert scan(path, what) == [], n
     assert {"create", "write", "fsync", "rename"} <= seen
+
+
+def test_the_command_line_erases_lists_and_refuses_without_a_reason(tmp_path, capsys):
+    from mempp.cli import main
+
+    path = tmp_path / "s"
+    with open_store(path) as s:
+        s.add(filler(20) + [SECRET])
+    assert main(["erase", str(path), "hr-7"]) != 0
+    assert "reason" in capsys.readouterr().err
+    assert main(["erase", str(path), "hr-7", "--reason", "GDPR request 7"]) == 0
+    assert "erased 1 document" in capsys.readouterr().out
+    assert main(["erase", str(path), "--before", "2024-01-05", "--channel", "hr", "--reason", "retention", "--json"]) == 0
+    assert main(["erase", str(path), "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "hr-7" in listed and "GDPR request 7" in listed and "retention" in listed
+    assert main(["erase", str(path), "nope", "--reason", "r"]) != 0
+    assert "no document with id 'nope'" in capsys.readouterr().err

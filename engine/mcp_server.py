@@ -222,6 +222,9 @@ class MemoryTools:
                 try:
                     r = w.get(k, principal=self.principal)
                 except DocumentNotFound:
+                    if w.searcher().doc_ids(k):  # held, but not this agent's to read: refused before anything is written
+                        raise ToolInputError("id" if k == key else "supersedes",
+                                             f"{k!r} names a memory this agent may not read; it cannot revise or supersede it") from None
                     continue  # a new id; a missing target is refused by add, naming the field
                 if r.valid_until is None:
                     active[r.doc_id] = r

@@ -369,3 +369,27 @@ def test_the_mcp_tools_read_as_their_principal(tmp_path):
         tools.close()
     with pytest.raises(mempp.ValidationError, match="'--as'"):
         MemoryTools(path, principal="ben")
+
+
+def test_an_agent_may_not_revise_or_supersede_a_memory_it_may_not_read(tmp_path):
+    """Refused before anything is written: the store keeps its version and its documents."""
+    from mempp.mcp_server import MemoryTools, ToolInputError
+
+    path = tmp_path / "s"
+    with open_store(path) as s:
+        s.add(DOCS)
+        version = s.version
+    tools = MemoryTools(path, principal="user:zed", embedder=mempp.HashEmbedder())
+    try:
+        with pytest.raises(ToolInputError) as info:
+            tools.remember("Salary bands revised.", author="Zed", id="hr-7")
+        assert info.value.field == "id"
+        with pytest.raises(ToolInputError) as info:
+            tools.remember("The board decided.", author="Zed", id="z-1", supersedes=["board-1"])
+        assert info.value.field == "supersedes"
+        tools.remember("Uptime SLA raised to 99.95%.", author="Zed", id="sla")  # a memory it may read: revised
+    finally:
+        tools.close()
+    with open_store(path, read_only=True) as s:
+        assert s.version == version + 1 and len(s.history("hr-7", principal=mempp.ADMIN)) == 1
+        assert s.get("sla", principal=mempp.ADMIN).text == "Uptime SLA raised to 99.95%."

@@ -76,7 +76,8 @@ class Erasure:
             w.begin_write()
             searcher = w.searcher()
             snap = searcher.snapshot
-            docs = [d for d in pick(searcher) if d not in set(snap.erased.tolist())]
+            gone = set(snap.erased.tolist())
+            docs = [d for d in pick(searcher) if d not in gone]
             if not docs:
                 return {"erased": [], "version": snap.version, "files_removed": [], "seconds": round(time.perf_counter() - t, 3)}
             keys = snap.keys_of(np.asarray(docs, dtype=np.int64)).to_pylist()

@@ -269,7 +269,22 @@ def _erased_readable(m):
     m.setattr(Access, "readable", readable)
 
 
+def _restricted_feedback(m):
+    from mempp import planner
+
+    original = planner.feedback_query
+
+    def leaky(snap, qvec, top):  # feedback averages in the first document the asker may not read
+        readable = getattr(snap, "readable", None)
+        if readable is not None and not readable.all():
+            top = list(top) + [int(np.flatnonzero(~readable)[0])]
+        return original(snap, qvec, top)
+
+    m.setattr(planner, "feedback_query", leaky)
+
+
 PLANTED = {
+    "a restricted document in feedback": _restricted_feedback,
     "erased documents counted in N and the mean length": _erased_in_n,
     "an erased document readable": _erased_readable,
     "document frequencies over every document": lambda m: m.setattr(reader_view.ReaderView, "reader_df", _all_df),

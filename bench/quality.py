@@ -97,6 +97,7 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default": ("default", {}),
     "BM25 alone (plain)": ("baseline", "bm25"),
     "baseline (BM25 + best-window vector, RRF 1/4, thread siblings)": ("baseline", "rrf-siblings"),
+    "baseline, with the default model": ("baseline-own-model", "rrf-siblings"),  # the same, run with --embedder's model
     "paper (the reference's recipe)": ("paper", {}),
     "default, lexical leg off": ("default", {"legs": ("tag", "vector")}),
     "default, tag leg off": ("default", {"legs": ("lexical", "vector")}),
@@ -107,6 +108,8 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default, reserve off": ("default", {"reserve": False}),
     "default, the paper's reserve rule": ("default", {"reserve_rule": "paper"}),
     "default, feedback off": ("default", {"feedback": 0}),
+    "default, chain stage off": ("default", {"chain": 0}),
+    "default, chain stage without day links": ("default", {"@chain.CHAIN_DAYS": False}),
     "default, tag leg in lexical order": ("default", {"tag_rank": "lexical"}),
     "default, feedback off and tag leg in lexical order": ("default", {"feedback": 0, "tag_rank": "lexical"}),
     "default, weights 2,1,1 at every k": ("default", {"weights": (2.0, 1.0, 1.0)}),
@@ -143,20 +146,21 @@ def baseline_embedder(emb: Any) -> Any:
 
 def run_config(name: str, docs: Path, questions: Path, ks: Sequence[int], emb: Any, embedder_name: str, spec=None) -> dict:
     base, over = spec or parse_spec(name)
-    if base == "baseline":
-        return evaluate_baseline(docs, questions, over, ks, embedder=baseline_embedder(emb))
-    import mempp.threads
+    if base in ("baseline", "baseline-own-model"):
+        return evaluate_baseline(docs, questions, over, ks, embedder=baseline_embedder(emb) if base == "baseline" else emb)
+    import importlib
 
-    knobs = {k[1:]: v for k, v in over.items() if k.startswith("@")}  # module constants of mempp.threads, for sweeps
-    saved = {k: getattr(mempp.threads, k) for k in knobs}
+    # module constants for sweeps: "@NAME" (of mempp.threads) or "@module.NAME" (of mempp.module)
+    knobs = {(k[1:].rpartition(".")[0] or "threads", k.rpartition(".")[2].lstrip("@")): v for k, v in over.items() if k.startswith("@")}
+    saved = {(m, k): getattr(importlib.import_module(f"mempp.{m}"), k) for m, k in knobs}
     cfg: EvalConfig = replace(preset(base, ks=tuple(ks), embedder=embedder_name), **{k: v for k, v in over.items() if not k.startswith("@")})
     try:
-        for k, v in knobs.items():
-            setattr(mempp.threads, k, v)
+        for (m, k), v in knobs.items():
+            setattr(importlib.import_module(f"mempp.{m}"), k, v)
         return evaluate(docs, questions, cfg, progress=False, embedder=emb)
     finally:
-        for k, v in saved.items():
-            setattr(mempp.threads, k, v)
+        for (m, k), v in saved.items():
+            setattr(importlib.import_module(f"mempp.{m}"), k, v)
 
 
 def row(name: str, r: dict, ks: Sequence[int], cats: Sequence[str]) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import mempp
 from mempp.config import (
-    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
 )
 from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.inputs import read_jsonl
@@ -47,6 +47,7 @@ class EvalConfig:
     reserve_rule: str = DEFAULT_RESERVE_RULE  # "relevant" or "paper"
     feedback: int = DEFAULT_FEEDBACK  # the vector leg's second scan from the first fused documents (0: off)
     tag_rank: str = DEFAULT_TAG_RANK  # "fused" or "lexical"
+    chain: int = DEFAULT_CHAIN  # the chain stage: hits whose rare terms lift other ranked documents (0: off)
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
     window_stride: int | None = None  # index time: window vectors for long documents
@@ -57,10 +58,10 @@ class EvalConfig:
 # ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                  siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical"),
+                  siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0),
     # LoCoMo settings of the paper: weights 1,1,2 and 200 candidates per leg
     "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                         siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical"),
+                         siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0),
 }
 
 
@@ -196,6 +197,7 @@ def evaluate(
                                 reserve_rule=config.reserve_rule,
                                 feedback=config.feedback,
                                 tag_rank=config.tag_rank,
+                                chain=config.chain,
                                 embedding=None if vecs is None else vecs[j],
                                 principal=q.get("principal", config.principal),
                             )

@@ -2,7 +2,8 @@
 
 Owns :class:`VersionCaches` (per snapshot: the candidate masks of "now", the valid-at index, the
 lexical leg's segment table, the vector leg's embedding table) and :class:`SegmentCaches` (per
-mapped segment, shared by the versions that hold it: the lexical leg's dense bitsets). They live
+mapped segment, shared by the versions that hold it: the lexical leg's dense bitsets, the chain
+stage's terms and days of the documents it read). They live
 here, beside the snapshot rather than in it: the storage layer never holds the engine's data.
 Each lives as long as its snapshot or segment (weak references); a
 :class:`~mempp.Searcher` holds its version's, so they go when the last searcher of that version does.
@@ -40,10 +41,13 @@ class VersionCaches:
 class SegmentCaches:
     """One mapped segment's derived structures (kept across the versions that share the segment)."""
 
-    __slots__ = ("dense_index", "__weakref__")
+    __slots__ = ("dense_index", "doc_terms", "has_references", "doc_references", "__weakref__")
 
     def __init__(self) -> None:
         self.dense_index = None
+        self.doc_terms: dict = {}  # row -> (its unique term ids, the days it names): the chain stage's, the last few thousand
+        self.has_references: bool | None = None  # whether any document of the segment names references
+        self.doc_references: dict = {}  # row -> the keys its "references" field names (the last few thousand read)
 
 
 def version_caches(snap: Any) -> VersionCaches:

@@ -17,7 +17,7 @@ import sys
 from typing import Sequence
 
 from .config import (
-    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
 )
 from .options import ReserveRule, TagRank
 from .embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, model_spec
@@ -99,6 +99,8 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="which documents may take the 3 reserve slots: relevant (lexical matches near the top; default) or paper (any match)")
     p.add_argument("--feedback", type=_count, default=d(DEFAULT_FEEDBACK),
                    help=f"the vector leg scans again from the question plus this many first fused documents (default {DEFAULT_FEEDBACK}; 0 off)")
+    p.add_argument("--chain", type=_count, default=d(DEFAULT_CHAIN),
+                   help=f"chain stage: each of the first this many hits lifts the ranked documents sharing its rare terms (default {DEFAULT_CHAIN}; 0 off)")
     p.add_argument("--tag-rank", choices=[m.value for m in TagRank], default=d(DEFAULT_TAG_RANK),
                    help="tag leg order: fused (BM25-then-date fused with cosine; default) or lexical (BM25, then date)")
 

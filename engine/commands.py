@@ -299,6 +299,7 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         reserve_rule=args.reserve_rule,
         feedback=args.feedback,
         tag_rank=args.tag_rank,
+        chain=args.chain,
         question_dates=args.question_dates,
         principal=_principal(args),
     )
@@ -490,6 +491,8 @@ def cmd_query(args: argparse.Namespace) -> int:
               f"reserve={p.reserve}; {legs}; authors named: {', '.join(p.matched_authors) or 'none'}")
         print("# timings ms, each stage on its own: " + ", ".join(f"{k} {v:.2f}" for k, v in p.timings_ms.items())
               + f"; total {sum(p.timings_ms.values()):.2f}")
+        for h, ds in p.chained.items():
+            print(f"# chained: doc {h} lifted docs {', '.join(map(str, ds))} (they share its rare terms)")
     if not hits:
         print("no matching documents")
     for i, h in enumerate(hits, 1):
@@ -553,7 +556,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = preset(
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
-        siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank,
+        siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank, chain=args.chain,
         embed_template=args.embed_template, window_stride=args.window_stride, principal=_principal(args),
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)

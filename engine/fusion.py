@@ -1,4 +1,4 @@
-"""Weighted reciprocal-rank fusion and the latest-date reserve (docs/DESIGN.md §3.4, §3.7).
+"""Weighted reciprocal-rank fusion and the latest-date reserve (docs/DESIGN.md §3.4, §3.8).
 
 Owns the fusion rule: the RRF constant (:data:`RRF_C`), the legs' ``w / (c + rank)`` sums, the
 fused order and the choice of ``k`` documents with the reserve (:func:`fuse`, compiled in

@@ -359,6 +359,12 @@ def _check_records(docs: list, emb: np.ndarray | None, fps: Future | Deferred | 
             meta = {**d["meta"], **meta}
         elif d.get("meta") is not None:
             meta["meta"] = d["meta"]
+        if meta.get("references") is not None:  # the documents it answers, cites or revises (mempp.chain)
+            refs = meta["references"]
+            refs = [refs] if isinstance(refs, str) else refs
+            if not isinstance(refs, (list, tuple)) or not all(isinstance(r, str) and r.strip() for r in refs):
+                raise ValidationError("expected an id (a non-empty string) or a list of ids", field="references", record=i, key=key)
+            meta["references"] = list(refs)
         deep = False
         try:
             meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True) if meta else None

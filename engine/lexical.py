@@ -99,6 +99,19 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     return out_ids[:got], extra
 
 
+def term_dfs(snap: Snapshot, ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each term's document frequency and BM25's N, as the lexical leg counts them (a
+    ``ReaderView``: among the readable documents)."""
+    if hasattr(snap, "reader_df"):
+        return np.asarray(snap.reader_df(ids), dtype=np.int64), int(snap.n_global)
+    table, index, keep = _lex_table(snap)  # one kernel call over every segment's term index
+    starts, ends, slots = (np.empty((len(ids), table.shape[0]), dtype=np.int64) for _ in range(3))
+    df = np.empty(len(ids), dtype=np.int64)
+    lex_lookup(*index, np.ascontiguousarray(ids, dtype=np.int64), starts, ends, df, slots)
+    del keep
+    return df, int(snap.n_live)
+
+
 def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarray | None = None):
     """Every candidate's BM25 score for the terms ``ids``, accumulated sparsely in this thread's
     scratch buffer: ``(scores, touched, n)``; ``touched[:n]`` are the documents holding a term.

@@ -119,9 +119,10 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         timings["vector"] = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     ranked_lists = {leg: np.asarray(r, dtype=np.int64).tolist() for leg, r in rankings.items()}
-    if opt.siblings or (opt.reserve and opt.reserve_rule != "paper"):
+    chained: dict[int, list[int]] = {}
+    if opt.siblings or opt.chain or (opt.reserve and opt.reserve_rule != "paper"):
         _, fused = fuse(rankings, weights, snap.dates, NAT, 0, False)
-        chosen = choose(snap, fused, rankings, mask, opt, NAT, question)  # the thread stage, then the reserve by its rule
+        chosen = choose(snap, fused, rankings, mask, opt, NAT, question, chained)  # the thread stage, then the reserve by its rule
     else:
         chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3
@@ -144,6 +145,8 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
         "matched_authors": tuple(snap.authors.names[c] for c in matched_codes),
         "timings_ms": timings,
     }
+    if chained:
+        details["chained"] = chained
     return chosen, fused, ranked_lists, details
 
 
@@ -177,7 +180,7 @@ def feedback_vector(
     """Feedback's vector and the documents it used (``feedback.feedback_query``), from the first
     fusion :func:`run` makes of the given legs (no thread stage, no reserve), for callers that
     scan the vector leg again themselves (a batch, the shards)."""
-    first = replace(opt, feedback=0, siblings=0, reserve=False, k=0)
+    first = replace(opt, feedback=0, siblings=0, chain=0, reserve=False, k=0)
     _, fused, _, _ = run(snap, question, qvec, first, matcher, Given(mask=mask, n_cand=n_cand, vector=vector, tag_docs=tag_docs, lexical=lexical))
     return feedback_query(snap, qvec, fused_order(fused)[: opt.feedback])
 

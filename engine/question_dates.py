@@ -5,7 +5,8 @@ the latest date the question names becomes the ``as_of``, at the end of the peri
 it names (a day, a month, or a year written as "in 2023"). A question naming no
 date is left alone. The rule is deliberately plain, so a user can predict it.
 
-Owns that rule (:func:`question_as_of`) and its patterns; the read path calls it. A leaf.
+Owns that rule (:func:`question_as_of`) and its patterns, and the days a text names in full
+(:func:`days_named`, for the chain stage); the read path calls them. A leaf.
 
 Never imports: searcher, planner, store.
 """
@@ -49,6 +50,29 @@ def _month_end(y, m) -> date | None:
     if not 1 <= m <= 12:
         return None
     return date(y, m, calendar.monthrange(y, m)[1])
+
+
+_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")  # a year from 1800 to 2199 (the patterns check the digits around it)
+_SPAN = 40  # a full date is written within this many characters of its year
+
+
+def days_named(text: str) -> set[date]:
+    """The days ``text`` names in full (a year, a month and a day: "2023-03-12", "12 March 2023",
+    "March 12, 2023"); months and years alone are not days. Only the text around each
+    year from 1800 to 2199 is searched (a long text names few years)."""
+    found: set[date] = set()
+    end = -1
+    for y in _YEAR.finditer(text):
+        if y.start() < end:
+            continue
+        lo, end = max(0, y.start() - _SPAN), y.end() + _SPAN
+        part = text[lo:end]
+        for pattern, make in _PATTERNS[:3]:
+            for m in pattern.finditer(part):
+                d = make(m)
+                if d is not None:
+                    found.add(d)
+    return found
 
 
 def question_as_of(text: str) -> date | None:

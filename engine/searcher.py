@@ -29,7 +29,7 @@ from mempp.storage import FOREVER, NAT, Analyzer, Snapshot
 
 from .caches import VersionCaches, version_caches
 from .config import (
-    DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, IndexConfig,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, IndexConfig,
 )
 from .dates import from_us
 from .docindex import DocIndex
@@ -241,7 +241,7 @@ class Searcher:
         reserve_rule: str = DEFAULT_RESERVE_RULE,
         feedback: int = DEFAULT_FEEDBACK,
         tag_rank: str = DEFAULT_TAG_RANK,
-        principal: Any = None,
+        chain: int = DEFAULT_CHAIN, principal: Any = None,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -268,7 +268,7 @@ class Searcher:
         ``feedback``: the vector leg scans again with the question's vector plus the mean vector
         of this many first fused documents (default 3; 0 turns it off). ``tag_rank``: the tag
         leg's order, ``"fused"`` (default: BM25-then-date fused with cosine) or ``"lexical"``
-        (BM25, then date). Both: ``mempp.feedback``.
+        (BM25, then date). Both: ``mempp.feedback``. ``chain``: the chain stage (``mempp.chain``; default 2; 0: off).
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (``Store.build_ann``), ``"auto"``
@@ -287,7 +287,7 @@ class Searcher:
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
-            feedback=feedback, tag_rank=tag_rank, principal=principal,
+            feedback=feedback, tag_rank=tag_rank, chain=chain, principal=principal,
         )
         hits = self.run(text, opt, embedding=embedding)
         if from_question and hits.plan is not None:
@@ -338,7 +338,7 @@ class Searcher:
             reserve=opt.reserve,
             matched_authors=details["matched_authors"] if not isinstance(snap, ReaderView) else tuple(
                 snap.authors.in_readable_order(details["matched_authors"])),
-            timings_ms=details["timings_ms"],
+            timings_ms=details["timings_ms"], chained=details.get("chained", {}),
         )
         return hits
 

@@ -38,7 +38,9 @@ import numpy as np
 
 from mempp.kernels.rrf import RESERVE_SLOTS
 
+from .chain import chain_lift
 from .fusion import fused_order, select_ranked
+
 SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
 RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
 RESERVE_MIN_SHARE = 0.7  # ... and score at least this share of the best BM25 score
@@ -103,11 +105,19 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
 
 def choose(
     snap, fused: dict[int, float], rankings: Mapping[str, Sequence[int]], mask: np.ndarray, opt, undated: int, question: str = "",
+    chained: dict[int, list[int]] | None = None,
 ) -> list[tuple[int, bool]]:
-    """The thread stage then the reserve, on fused scores; ``fused`` takes the thread stage's
-    scores (so the hits' scores stay in list order)."""
+    """The chain stage (``mempp.chain``), the thread stage, then the reserve, on fused scores;
+    ``fused`` takes the stages' scores (so the hits' scores stay in list order); ``chained``
+    takes what each hit pulled."""
     order = fused_order(fused)
     cut = int(RESERVE_DEPTH_FACTOR * opt.k)
+    if opt.chain:
+        lifted, pulled = chain_lift(snap, fused, order, opt.chain, question)
+        fused.update(lifted)
+        order = fused_order(fused)
+        if chained is not None:
+            chained.update(pulled)
     if opt.siblings and snap.has_threads:
         fused.update(lift_siblings(order, fused, thread_siblings(snap, mask, opt.siblings), SIBLING_SHARE))
         order = fused_order(fused)

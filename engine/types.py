@@ -124,6 +124,7 @@ class Plan:
     matched_authors: tuple[str, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
     as_of_from_question: bool = False  # the as_of was read from a date the question names
+    chained: dict[int, list[int]] = field(default_factory=dict)  # chain stage: hit doc id -> the doc ids it lifted (mempp.chain)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +137,7 @@ class Plan:
             "reserve": self.reserve,
             "matched_authors": list(self.matched_authors),
             "timings_ms": self.timings_ms,
+            "chained": {str(h): list(ds) for h, ds in self.chained.items()},
         }
 
 

@@ -61,6 +61,7 @@ def query_options(draw) -> dict:
         "reserve_rule": st.sampled_from(("relevant", "paper")),
         "feedback": st.sampled_from((0, 1, 3, 10)),
         "tag_rank": st.sampled_from(("fused", "lexical")),
+        "chain": st.sampled_from((0, 1, 2, 5)),
     }
     filters = {
         "authors": names(AUTHORS),

@@ -1,4 +1,4 @@
-"""Weighted reciprocal-rank fusion and the latest-date reserve (docs/DESIGN.md §3.4, §3.7).
+"""Weighted reciprocal-rank fusion and the latest-date reserve (docs/DESIGN.md §3.4, §3.8).
 
 ``rrf``: score(d) = Σ_leg w_leg / (60 + rank_leg(d)), rank from 0, a leg of weight 0 skipped.
 ``select``: first k − 3 slots by fused score (ties -> higher doc id), the last 3 to the

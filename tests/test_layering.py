@@ -83,7 +83,8 @@ READ_PATH_STAGES = {
     "lexical": {"options"},
     "vector": {"candidates", "options"},
     "vector_batch": {"candidates", "options", "vector"},
-    "threads": {"lexical", "fusion"},  # after fusion: the thread stage and the reserve's rule (BM25 scores of a few documents; fusion's order and selection)
+    "chain": {"lexical", "question_dates"},  # after fusion: the chain stage (BM25 of the ranked documents for a hit's rare terms; the days a text names)
+    "threads": {"lexical", "fusion", "chain"},  # after fusion: the chain stage, the thread stage and the reserve's rule (BM25 scores of a few documents; fusion's order and selection)
     "feedback": {"vector"},  # after a first fusion: the feedback vector from stored vectors; the tag leg's order (the exact rescore)
 }
 

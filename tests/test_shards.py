@@ -92,6 +92,8 @@ OPTIONS = [
     {"feedback": 0, "tag_rank": "lexical"},  # feedback and the fused tag order off: the vector leg scans once
     {"feedback": 10, "context": ()},
     {"feedback": 1, "legs": ["vector"], "k": 30},
+    {"chain": 0},  # the chain stage off
+    {"chain": 5, "siblings": 0},
 ]
 
 

@@ -5,6 +5,7 @@ it never brings in a document no leg ranked (so never one invalid at the query's
 from __future__ import annotations
 
 import math
+import re
 import random
 from collections import Counter
 
@@ -213,3 +214,31 @@ def test_a_short_hit_pulls_nothing(tmp_path):
         hits = store.query(QUESTION, k=20, as_of="2022-06-30", weights=(2, 1, 0.01), depth=100, chain=3)
         assert hits[0].key == "pm" and store.searcher().snapshot.lengths[hits[0].doc_id] < chain.CHAIN_MIN_LENGTH
         assert not hits.plan.chained
+
+
+def test_the_command_line_takes_references_and_explains_the_chain(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    def run(*args, check=True):
+        proc = subprocess.run([sys.executable, "-m", "mempp", *args], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 or not check, proc.stderr
+        return proc
+
+    docs = tmp_path / "docs.jsonl"
+    rows = [
+        {"id": "decision", "text": "We move the Harbor uptime commitment to 99.95 from July.", "date": "2023-06-01"},
+        {"id": "why", "text": "Two customers escalated after the spring incidents.", "date": "2023-05-20", "references": ["decision"]},
+        *({"id": f"n{i}", "text": f"Note {i}: uptime figures for the month", "date": "2023-04-01"} for i in range(12)),
+    ]
+    docs.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    store = str(tmp_path / "s")
+    run("add", store, str(docs), "--embedder", "hash", "--quiet")
+    text = run("query", store, "Harbor uptime commitment", "--explain", "--k", "5").stdout
+    assert re.search(r"# chained: doc 0 lifted docs .*\b1\b", text), text
+    assert "# chained" not in run("query", store, "Harbor uptime commitment", "--explain", "--k", "5", "--chain", "0").stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "text": "a reply", "references": [""]}) + "\n")
+    err = run("add", store, str(bad), "--quiet", check=False)
+    assert err.returncode != 0 and "references" in err.stderr and len(err.stderr.strip().splitlines()) == 1

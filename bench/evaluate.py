@@ -242,7 +242,7 @@ def format_report(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines.append(
         f"weights={cfg['weights'] or 'by k'} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} chain={cfg.get('chain')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"

@@ -100,7 +100,8 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     p.add_argument("--feedback", type=_count, default=d(DEFAULT_FEEDBACK),
                    help=f"the vector leg scans again from the question plus this many first fused documents (default {DEFAULT_FEEDBACK}; 0 off)")
     p.add_argument("--chain", type=_count, default=d(DEFAULT_CHAIN),
-                   help=f"chain stage: each of the first this many hits lifts the ranked documents sharing its rare terms (default {DEFAULT_CHAIN}; 0 off)")
+                   help=f"chain stage: each of the first this many hits lifts the ranked documents it is linked to by rare terms "
+                   f"(ticket numbers, names), a day it names, or references (default {DEFAULT_CHAIN}; 0 off)")
     p.add_argument("--tag-rank", choices=[m.value for m in TagRank], default=d(DEFAULT_TAG_RANK),
                    help="tag leg order: fused (BM25-then-date fused with cosine; default) or lexical (BM25, then date)")
 

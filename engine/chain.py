@@ -79,6 +79,16 @@ def _excluded(snap: Snapshot, question: str) -> np.ndarray:
     return np.union1d(query_terms(snap, question), small)
 
 
+def _trim(kept: dict) -> None:
+    """Drop the oldest entries past ``DOC_TERMS_KEPT`` (best effort: queries of other threads may
+    add at the same time)."""
+    while len(kept) > DOC_TERMS_KEPT:
+        try:
+            kept.pop(next(iter(kept)), None)
+        except (RuntimeError, StopIteration):  # changed by another thread meanwhile
+            return
+
+
 def doc_terms(snap: Snapshot, docs: list[int]) -> list[tuple[np.ndarray, frozenset]]:
     """Each document's term ids (sorted, unique; the compiled tokenizer gives the analyzer's terms)
     and the days its text names, kept with its segment (the text never changes); the documents
@@ -96,8 +106,7 @@ def doc_terms(snap: Snapshot, docs: list[int]) -> list[tuple[np.ndarray, frozens
             entry, row = places[i]
             kept = segment_caches(entry).doc_terms
             found[i] = kept[row] = (ids[ids >= 0], frozenset((d - EPOCH).days for d in days_named(text)))
-            while len(kept) > DOC_TERMS_KEPT:
-                kept.pop(next(iter(kept)), None)
+            _trim(kept)
     return found  # type: ignore[return-value]
 
 
@@ -121,8 +130,7 @@ def _references(snap: Snapshot, doc: int) -> tuple[str, ...]:
         meta = entry.reader("meta").get(row)
         refs = json.loads(meta).get("references") if meta and '"references"' in meta else None
         found = kept[row] = tuple(refs) if isinstance(refs, list) else ()
-        while len(kept) > DOC_TERMS_KEPT:
-            kept.pop(next(iter(kept)), None)
+        _trim(kept)
     return found
 
 

@@ -242,3 +242,18 @@ def test_the_command_line_takes_references_and_explains_the_chain(tmp_path):
     bad.write_text(json.dumps({"id": "x", "text": "a reply", "references": [""]}) + "\n")
     err = run("add", store, str(bad), "--quiet", check=False)
     assert err.returncode != 0 and "references" in err.stderr and len(err.stderr.strip().splitlines()) == 1
+
+
+def test_many_threads_querying_with_a_small_cache_answer_as_one(tmp_path, monkeypatch):
+    """The per-segment caches of hits' terms are bounded; threads filling and trimming them at
+    once answer as a single thread does."""
+    import concurrent.futures
+
+    monkeypatch.setattr(chain, "DOC_TERMS_KEPT", 2)
+    monkeypatch.setattr(chain, "CHAIN_MIN_LENGTH", 0)
+    with _store(tmp_path / "s") as store:
+        questions = [QUESTION, "cache growth logs", "memory leak media-store", "drills planned numbers"] * 5
+        want = [[h.key for h in store.query(q, k=8)] for q in questions]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda q: [h.key for h in store.query(q, k=8)], questions))
+        assert got == want

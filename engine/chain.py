@@ -48,7 +48,7 @@ from mempp.storage import NAT, Snapshot
 from mempp.storage.analyzer import tokenize
 
 from .caches import segment_caches
-from .lexical import lexical_doc_scores, query_terms, term_dfs
+from .lexical import bm25_n, lexical_doc_scores, query_terms, term_dfs
 from .question_dates import days_named
 
 CHAIN_TERMS = 8  # at most this many of a hit's rarest terms
@@ -58,7 +58,9 @@ CHAIN_MIN_MATCH = 0.6  # a document is chained when its BM25 for the hit's rare 
 CHAIN_SHARE = 0.9  # ... and rises to this share of the hit's fused score
 CHAIN_MIN_LENGTH = 20  # a hit of fewer index terms pulls nothing (a turn of a chat names things in passing)
 CHAIN_DAYS = True  # a hit also pulls the documents dated on a day it names ('after the review on 9 June 2022')
-CHAIN_DAY_MATCH = 0.5  # ... that score at least this share of the best of them for the hit's terms
+CHAIN_DAY_MATCH = 0.5  # ... that score at least this share of the best of them for the hit's uncommon terms
+CHAIN_DAY_MIN_DF = 50  # the hit's uncommon terms: held by at most max(CHAIN_DAY_MIN_DF, CHAIN_DAY_DF_SHARE x N) documents
+CHAIN_DAY_DF_SHARE = 0.01
 
 
 DAY_US = 86_400_000_000
@@ -154,10 +156,20 @@ def rare_terms(snap: Snapshot, ids: np.ndarray) -> np.ndarray:
     """Of the term ids ``ids``, the rare ones (the rarest first, at most ``CHAIN_TERMS``)."""
     if not len(ids):
         return ids
-    df, n = term_dfs(snap, ids)
-    most = max(CHAIN_MIN_DF, int(CHAIN_DF_SHARE * n))
+    most = max(CHAIN_MIN_DF, int(CHAIN_DF_SHARE * bm25_n(snap)))
+    df, _ = term_dfs(snap, ids, cap=most)  # a reader's frequencies counted only up to most + 1
     keep = (df >= 2) & (df <= most)
     return ids[keep][np.argsort(df[keep], kind="stable")[:CHAIN_TERMS]]
+
+
+def uncommon_terms(snap: Snapshot, ids: np.ndarray) -> np.ndarray:
+    """Of the term ids ``ids``, those held by at most ``max(CHAIN_DAY_MIN_DF, CHAIN_DAY_DF_SHARE x N)``
+    documents: what the named-day link matches by (a reader's frequencies are counted only that far)."""
+    if not len(ids):
+        return ids
+    most = max(CHAIN_DAY_MIN_DF, int(CHAIN_DAY_DF_SHARE * bm25_n(snap)))
+    df, _ = term_dfs(snap, ids, cap=most)
+    return ids[df <= most]
 
 
 def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hits: int, question: str) -> tuple[dict[int, float], dict[int, list[int]]]:
@@ -190,7 +202,7 @@ def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hit
                 pool_days = np.where(raw == NAT, np.iinfo(np.int64).min, raw // DAY_US)
             on_day = pool[np.isin(pool_days, list(days)) & (pool != h)]
             if len(on_day):
-                sc = lexical_doc_scores(snap, ids, on_day)
+                sc = lexical_doc_scores(snap, uncommon_terms(snap, ids), on_day)
                 best = float(sc.max())
                 if best > 0:
                     got += [d for d, x in zip(on_day.tolist(), sc.tolist()) if x >= CHAIN_DAY_MATCH * best]

@@ -99,10 +99,18 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
     return out_ids[:got], extra
 
 
-def term_dfs(snap: Snapshot, ids: np.ndarray) -> tuple[np.ndarray, int]:
+def bm25_n(snap: Snapshot) -> int:
+    """BM25's N as the lexical leg counts it (a ``ReaderView``: the readable documents)."""
+    return int(snap.n_global) if hasattr(snap, "reader_df") else int(snap.n_live)
+
+
+def term_dfs(snap: Snapshot, ids: np.ndarray, cap: int | None = None) -> tuple[np.ndarray, int]:
     """Each term's document frequency and BM25's N, as the lexical leg counts them (a
-    ``ReaderView``: among the readable documents)."""
+    ``ReaderView``: among the readable documents). ``cap``: a frequency above it may be given as
+    ``cap + 1`` (for callers that only compare with it)."""
     if hasattr(snap, "reader_df"):
+        if cap is not None:
+            return snap.reader_df_at_most(ids, cap), int(snap.n_global)
         return np.asarray(snap.reader_df(ids), dtype=np.int64), int(snap.n_global)
     table, index, keep = _lex_table(snap)  # one kernel call over every segment's term index
     starts, ends, slots = (np.empty((len(ids), table.shape[0]), dtype=np.int64) for _ in range(3))

@@ -92,7 +92,7 @@ class ReaderView:
         self.ann: list = []  # the reader's answers come from the exact scans (a store of its own has no index)
         self._links: tuple[np.ndarray, np.ndarray] | None = None
         self._has_threads: bool | None = None
-        self._df: dict[bytes, np.ndarray] = {}  # a question's terms -> their readable frequencies (a query asks 2 to 4 times)
+        self._every: np.ndarray | None = None  # every term's readable frequency (every_df)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._snap, name)
@@ -118,25 +118,36 @@ class ReaderView:
         return self._has_threads
 
     def reader_df(self, ids: np.ndarray) -> np.ndarray:
-        """Each term's document frequency among the readable documents (the last few questions' kept;
-        callers only read them)."""
-        key = np.ascontiguousarray(ids, dtype=np.int64).tobytes()
-        found = self._df.get(key)
-        if found is None:
-            found = self._df[key] = self._count_df(ids)
-            while len(self._df) > 64:
-                self._df.pop(next(iter(self._df)), None)
-        return found
+        """Each term's document frequency among the readable documents (callers only read them)."""
+        every = self.every_df()
+        ids = np.asarray(ids, dtype=np.int64)
+        inside = ids < len(every)
+        return np.where(inside, every[np.where(inside, ids, 0)], 0) if len(every) else np.zeros(len(ids), dtype=np.int64)
 
-    def _count_df(self, ids: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(ids), dtype=np.int64)
-        for e in self._snap.segments:
-            starts, ends, dfs = e.postings.lookup(ids)
-            if not dfs.any():
-                continue
-            mine = self.readable[e.base : e.base + e.segment.n]
-            docs = e.postings.docs
-            for i in np.flatnonzero(dfs):
-                local = docs[starts[i] : ends[i]]
-                out[i] += int(np.count_nonzero(mine[local[local < len(mine)]]))
-        return out
+    def reader_df_at_most(self, ids: np.ndarray, cap: int) -> np.ndarray:
+        """:meth:`reader_df`, a frequency above ``cap`` given as ``cap + 1`` (what the chain stage compares)."""
+        return np.minimum(self.reader_df(ids), cap + 1)
+
+    def every_df(self) -> np.ndarray:
+        """Every term's document frequency among the readable documents, by term id: counted once per
+        view from every segment's postings (one pass over them), so each query's lookups are reads."""
+        if self._every is None:
+            out = np.zeros(max(len(self._snap.term_ids), 1), dtype=np.int64)
+            for e in self._snap.segments:
+                post = e.postings
+                if len(post.terms):
+                    mine = self.readable[e.base : e.base + e.segment.n].view(np.uint8)
+                    docs = post.docs
+                    if len(docs) and int(docs.max()) >= len(mine):  # a row past the segment's (never written so): not readable
+                        mine = np.concatenate([mine, np.zeros(int(docs.max()) + 1 - len(mine), dtype=np.uint8)])
+                    ok = mine[docs]
+                    terms = np.asarray(post.terms, dtype=np.int64)
+                    grow = int(terms.max()) + 1 - len(out)
+                    if grow > 0:
+                        out = np.concatenate([out, np.zeros(grow, dtype=np.int64)])
+                    if len(ok):
+                        starts = np.minimum(np.asarray(post.starts, dtype=np.int64), len(ok) - 1)
+                        counts = np.add.reduceat(ok, starts, dtype=np.int64)
+                        out[terms] += np.where(np.asarray(post.dfs) > 0, counts, 0)  # a term once per segment
+            self._every = out
+        return self._every

@@ -9,6 +9,8 @@ import re
 import random
 from collections import Counter
 
+import numpy as np
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -257,3 +259,22 @@ def test_many_threads_querying_with_a_small_cache_answer_as_one(tmp_path, monkey
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             got = list(pool.map(lambda q: [h.key for h in store.query(q, k=8)], questions))
         assert got == want
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(texts, st.lists(st.booleans(), min_size=40, max_size=40), st.integers(0, 12))
+def test_a_readers_frequencies_counted_up_to_a_cap(tmp_path_factory, docs, hidden, cap):
+    """A reader's term frequencies (counted once per view) are those of its documents' own texts;
+    ``reader_df_at_most`` (the chain stage's rarity test) caps them at cap + 1."""
+    path = tmp_path_factory.mktemp("capped")
+    with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=16)) as store:
+        store.add([{"text": f"{t} n{i}", "readers": ["group:hr"] if hidden[i] else None} for i, t in enumerate(docs)])
+        view = store.searcher().reader("user:zed").snapshot
+        if not hasattr(view, "reader_df"):
+            return  # nothing hidden: the reader reads the store itself
+        ids = np.arange(len(view.term_ids), dtype=np.int64)
+        an, readable = view.analyzer, view.readable
+        exact = Counter(view.term_ids[t] for d in range(view.n_docs) if readable[d] for t in set(an.terms(view.row(d)["text"])))
+        want = np.array([exact[i] for i in ids.tolist()], dtype=np.int64)
+        assert np.array_equal(view.reader_df(ids), want)
+        assert np.array_equal(view.reader_df_at_most(ids, cap), np.minimum(want, cap + 1))

@@ -20,7 +20,8 @@ names things in passing)
   digits, at most ``CHAIN_TERMS`` of them, the rarest first; a document whose BM25 for them is at
   least ``CHAIN_MIN_MATCH`` of the hit's own (the hit matches itself best) is chained;
 - are dated on a day the hit's text names in full (``question_dates.days_named``), and score at
-  least ``CHAIN_DAY_MATCH`` of the best of those for the hit's terms (``CHAIN_DAYS``);
+  least ``CHAIN_DAY_MATCH`` of the best of those for the hit's uncommon terms (:func:`uncommon_terms`;
+  ``CHAIN_DAYS``);
 - are named by key in the hit's ``references`` field (given at write time: the documents it
   answers, cites or revises), or name the hit's key in theirs.
 

@@ -122,7 +122,7 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
     chained: dict[int, list[int]] = {}
     if opt.siblings or opt.chain or (opt.reserve and opt.reserve_rule != "paper"):
         _, fused = fuse(rankings, weights, snap.dates, NAT, 0, False)
-        chosen = choose(snap, fused, rankings, mask, opt, NAT, question, chained)  # the thread stage, then the reserve by its rule
+        chosen = choose(snap, fused, rankings, mask, opt, NAT, question, chained)  # the chain and thread stages, then the reserve by its rule
     else:
         chosen, fused = fuse(rankings, weights, snap.dates, NAT, opt.k, opt.reserve)  # = select(rrf(...)), on arrays
     timings["fusion"] = (time.perf_counter() - t) * 1e3

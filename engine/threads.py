@@ -22,7 +22,8 @@ slots on whatever was written last ("Thanks!"). Slots that no qualifying documen
 list order, so an answer always holds ``min(k, listed)`` documents. Rule ``"paper"``: any
 document matched by a leg qualifies (``mempp eval --preset paper``).
 
-Owns the thread stage (:func:`lift_siblings`, :func:`thread_siblings`, ``SIBLING_SHARE``) and the
+Owns the thread stage (:func:`lift_siblings`, :func:`thread_siblings`, ``SIBLING_SHARE``), the
+order of the stages after fusion (:func:`choose`: the chain stage of ``mempp.chain`` first) and the
 reserve's rules (``options.ReserveRule``, :func:`lexical_matches`, :func:`choose`; the
 choice of ``k`` with the reserve itself is ``fusion.select_ranked``). Of the read path it
 reads only the lexical leg's scores.

@@ -153,24 +153,17 @@ def reference_links(snap: Snapshot, order: list[int], hits: int) -> dict[int, li
     return out
 
 
-def rare_terms(snap: Snapshot, ids: np.ndarray) -> np.ndarray:
-    """Of the term ids ``ids``, the rare ones (the rarest first, at most ``CHAIN_TERMS``)."""
-    if not len(ids):
-        return ids
+def rare_terms(snap: Snapshot, ids: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Of the term ids ``ids`` (their frequencies ``df``), the rare ones (the rarest first, at most ``CHAIN_TERMS``)."""
     most = max(CHAIN_MIN_DF, int(CHAIN_DF_SHARE * bm25_n(snap)))
-    df, _ = term_dfs(snap, ids, cap=most)  # a reader's frequencies counted only up to most + 1
     keep = (df >= 2) & (df <= most)
     return ids[keep][np.argsort(df[keep], kind="stable")[:CHAIN_TERMS]]
 
 
-def uncommon_terms(snap: Snapshot, ids: np.ndarray) -> np.ndarray:
-    """Of the term ids ``ids``, those held by at most ``max(CHAIN_DAY_MIN_DF, CHAIN_DAY_DF_SHARE x N)``
-    documents: what the named-day link matches by (a reader's frequencies are counted only that far)."""
-    if not len(ids):
-        return ids
-    most = max(CHAIN_DAY_MIN_DF, int(CHAIN_DAY_DF_SHARE * bm25_n(snap)))
-    df, _ = term_dfs(snap, ids, cap=most)
-    return ids[df <= most]
+def uncommon_terms(snap: Snapshot, ids: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Of the term ids ``ids`` (their frequencies ``df``), those held by at most
+    ``max(CHAIN_DAY_MIN_DF, CHAIN_DAY_DF_SHARE x N)`` documents: what the named-day link matches by."""
+    return ids[df <= max(CHAIN_DAY_MIN_DF, int(CHAIN_DAY_DF_SHARE * bm25_n(snap)))]
 
 
 def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hits: int, question: str) -> tuple[dict[int, float], dict[int, list[int]]]:
@@ -191,7 +184,8 @@ def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hit
         got: list[int] = list(linked.get(h, ()))
         ids, days = terms.get(h, (np.zeros(0, dtype=np.int64), frozenset()))
         ids = ids[~np.isin(ids, exclude, assume_unique=True)]
-        rare = rare_terms(snap, ids)
+        df = term_dfs(snap, ids)  # once per hit: both links select by it
+        rare = rare_terms(snap, ids, df)
         if len(rare):
             scores = lexical_doc_scores(snap, rare, pool)
             own = float(scores[order.index(h)])
@@ -203,7 +197,7 @@ def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hit
                 pool_days = np.where(raw == NAT, np.iinfo(np.int64).min, raw // DAY_US)
             on_day = pool[np.isin(pool_days, list(days)) & (pool != h)]
             if len(on_day):
-                sc = lexical_doc_scores(snap, uncommon_terms(snap, ids), on_day)
+                sc = lexical_doc_scores(snap, uncommon_terms(snap, ids, df), on_day)
                 best = float(sc.max())
                 if best > 0:
                     got += [d for d, x in zip(on_day.tolist(), sc.tolist()) if x >= CHAIN_DAY_MATCH * best]

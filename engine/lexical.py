@@ -104,20 +104,12 @@ def bm25_n(snap: Snapshot) -> int:
     return int(snap.n_global) if hasattr(snap, "reader_df") else int(snap.n_live)
 
 
-def term_dfs(snap: Snapshot, ids: np.ndarray, cap: int | None = None) -> tuple[np.ndarray, int]:
-    """Each term's document frequency and BM25's N, as the lexical leg counts them (a
-    ``ReaderView``: among the readable documents). ``cap``: a frequency above it may be given as
-    ``cap + 1`` (for callers that only compare with it)."""
+def term_dfs(snap: Snapshot, ids: np.ndarray) -> np.ndarray:
+    """Each term's document frequency as the lexical leg counts it (a ``ReaderView``: among the
+    readable documents)."""
     if hasattr(snap, "reader_df"):
-        if cap is not None:
-            return snap.reader_df_at_most(ids, cap), int(snap.n_global)
-        return np.asarray(snap.reader_df(ids), dtype=np.int64), int(snap.n_global)
-    table, index, keep = _lex_table(snap)  # one kernel call over every segment's term index
-    starts, ends, slots = (np.empty((len(ids), table.shape[0]), dtype=np.int64) for _ in range(3))
-    df = np.empty(len(ids), dtype=np.int64)
-    lex_lookup(*index, np.ascontiguousarray(ids, dtype=np.int64), starts, ends, df, slots)
-    del keep
-    return df, int(snap.n_live)
+        return np.asarray(snap.reader_df(ids), dtype=np.int64)
+    return _runs(snap, np.ascontiguousarray(ids, dtype=np.int64))[-1]  # one kernel call over every segment's term index
 
 
 def bm25_touched(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, df: np.ndarray | None = None):
@@ -214,15 +206,21 @@ def _lexical_topk(snap: Snapshot, ids: np.ndarray, mask: np.ndarray, depth: int,
     return out_ids[:got], extra
 
 
+def _runs(snap: Snapshot, ids: np.ndarray):
+    """``(table, keep, starts, ends, slots, df)``: the runs of the terms ``ids`` in the snapshot's segment
+    table (``kernels.lextable.lex_lookup``) and their document frequencies over its segments."""
+    table, index, keep = _lex_table(snap)
+    starts, ends, slots = (np.empty((len(ids), table.shape[0]), dtype=np.int64) for _ in range(3))
+    own_df = np.empty(len(ids), dtype=np.int64)
+    lex_lookup(*index, ids, starts, ends, own_df, slots)
+    return table, keep, starts, ends, slots, own_df
+
+
 def _lookup(snap: Snapshot, ids: np.ndarray, df: np.ndarray | None):
     """``(table, keep, starts, ends, slots, idf)`` of the terms ``ids`` in the snapshot's segment table; ``df``: as in
     :func:`bm25_touched` (the idf is then the whole store's)."""
-    table, index, keep = _lex_table(snap)
-    n_seg = table.shape[0]
-    starts, ends, slots = (np.empty((len(ids), n_seg), dtype=np.int64) for _ in range(3))
-    own_df = np.empty(len(ids), dtype=np.int64)
+    table, keep, starts, ends, slots, own_df = _runs(snap, ids)
     idf = np.empty(len(ids), dtype=np.float64)
-    lex_lookup(*index, ids, starts, ends, own_df, slots)
     if df is None and hasattr(snap, "reader_df"):
         df = snap.reader_df(ids)  # a ReaderView: the readable documents' frequencies and N
     if df is None:

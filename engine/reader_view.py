@@ -119,14 +119,10 @@ class ReaderView:
 
     def reader_df(self, ids: np.ndarray) -> np.ndarray:
         """Each term's document frequency among the readable documents (callers only read them)."""
-        every = self.every_df()
+        every = self.every_df()  # at least one entry
         ids = np.asarray(ids, dtype=np.int64)
         inside = ids < len(every)
-        return np.where(inside, every[np.where(inside, ids, 0)], 0) if len(every) else np.zeros(len(ids), dtype=np.int64)
-
-    def reader_df_at_most(self, ids: np.ndarray, cap: int) -> np.ndarray:
-        """:meth:`reader_df`, a frequency above ``cap`` given as ``cap + 1`` (what the chain stage compares)."""
-        return np.minimum(self.reader_df(ids), cap + 1)
+        return np.where(inside, every[np.where(inside, ids, 0)], 0)
 
     def every_df(self) -> np.ndarray:
         """Every term's document frequency among the readable documents, by term id: counted once per

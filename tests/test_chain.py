@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import mempp
 import mempp.chain as chain
 from mempp.chain import chain_lift
+from mempp.lexical import term_dfs
 
 COMMON = ["outage", "login", "budget", "review", "team", "update", "plan", "release"]
 IDS = ["inc 0106", "eng 6091", "acme", "zenith", "nova", "eng 4603", "item 12", "12"]
@@ -262,11 +263,11 @@ def test_many_threads_querying_with_a_small_cache_answer_as_one(tmp_path, monkey
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(texts, st.lists(st.booleans(), min_size=40, max_size=40), st.integers(0, 12))
-def test_a_readers_frequencies_counted_up_to_a_cap(tmp_path_factory, docs, hidden, cap):
-    """A reader's term frequencies (counted once per view) are those of its documents' own texts;
-    ``reader_df_at_most`` (the chain stage's rarity test) caps them at cap + 1."""
-    path = tmp_path_factory.mktemp("capped")
+@given(texts, st.lists(st.booleans(), min_size=40, max_size=40))
+def test_a_readers_frequencies_are_its_documents_own(tmp_path_factory, docs, hidden):
+    """A reader's term frequencies (counted once per view), as the chain stage reads them
+    (``lexical.term_dfs``), are those of its readable documents' own texts."""
+    path = tmp_path_factory.mktemp("reader-df")
     with mempp.Store.open(path, embedder=mempp.HashEmbedder(dim=16)) as store:
         store.add([{"text": f"{t} n{i}", "readers": ["group:hr"] if hidden[i] else None} for i, t in enumerate(docs)])
         view = store.searcher().reader("user:zed").snapshot
@@ -277,4 +278,4 @@ def test_a_readers_frequencies_counted_up_to_a_cap(tmp_path_factory, docs, hidde
         exact = Counter(view.term_ids[t] for d in range(view.n_docs) if readable[d] for t in set(an.terms(view.row(d)["text"])))
         want = np.array([exact[i] for i in ids.tolist()], dtype=np.int64)
         assert np.array_equal(view.reader_df(ids), want)
-        assert np.array_equal(view.reader_df_at_most(ids, cap), np.minimum(want, cap + 1))
+        assert np.array_equal(term_dfs(view, ids), want)

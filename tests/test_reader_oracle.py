@@ -286,12 +286,12 @@ def _restricted_feedback(m):
 
 
 def _chain_frequencies_over_all(m):
-    def term_dfs(snap, ids, cap=None):  # the chain stage's rare terms judged by every document's frequencies
+    def term_dfs(snap, ids):  # the chain stage's rare terms judged by every document's frequencies
         base = getattr(snap, "snapshot", snap)
         df = np.zeros(len(ids), dtype=np.int64)
         for entry in base.segments:
             df += entry.postings.lookup(ids)[2]
-        return df, base.n_live
+        return df
 
     m.setattr(chain, "term_dfs", term_dfs)
 

@@ -60,15 +60,17 @@ def days_named(text: str) -> set[date]:
     """The days ``text`` names in full (a year, a month and a day: "2023-03-12", "12 March 2023",
     "March 12, 2023"); months and years alone are not days. Only the text around each
     year from 1800 to 2199 is searched (a long text names few years)."""
-    found: set[date] = set()
-    end = -1
+    spans: list[list[int]] = []  # the windows around the years, overlapping ones merged
     for y in _YEAR.finditer(text):
-        if y.start() < end:
-            continue
-        lo, end = max(0, y.start() - _SPAN), y.end() + _SPAN
-        part = text[lo:end]
+        lo, hi = max(0, y.start() - _SPAN), y.end() + _SPAN
+        if spans and lo <= spans[-1][1]:
+            spans[-1][1] = hi
+        else:
+            spans.append([lo, hi])
+    found: set[date] = set()
+    for lo, hi in spans:
         for pattern, make in _PATTERNS[:3]:
-            for m in pattern.finditer(part):
+            for m in pattern.finditer(text[lo:hi]):
                 d = make(m)
                 if d is not None:
                     found.add(d)

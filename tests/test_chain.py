@@ -279,3 +279,15 @@ def test_a_readers_frequencies_are_its_documents_own(tmp_path_factory, docs, hid
         want = np.array([exact[i] for i in ids.tolist()], dtype=np.int64)
         assert np.array_equal(view.reader_df(ids), want)
         assert np.array_equal(term_dfs(view, ids), want)
+
+
+@pytest.mark.parametrize("gap", [0, 1, 20, 26, 30, 33, 40, 90])
+def test_every_day_a_text_names_is_found_whatever_lies_between(gap):
+    """Two full dates at any distance: the second is found even when its year falls near the edge of
+    the window searched around the first."""
+    from mempp.question_dates import days_named
+
+    from datetime import date
+
+    text = "on 2021-01-05" + " " * gap + " 2023-03-12." + " " * 100 + "Then March 4, 2024 and 9 June 2022 (and 2019 alone)"
+    assert days_named(text) == {date(2021, 1, 5), date(2023, 3, 12), date(2024, 3, 4), date(2022, 6, 9)}

@@ -88,6 +88,21 @@ def load(docs: str | Path, questions: str | Path) -> tuple[dict[str, list[dict]]
     return dict(by_scope), dict(qs)
 
 
+def load_people(path: str | Path, required: bool = False) -> dict[str, list[dict]]:
+    """A benchmark's people directories by scope: JSON Lines of ``{"scope", "name", "aliases",
+    "roles"}`` (``Store.add_people``'s records with their scope). A missing file is no directory,
+    unless ``required``."""
+    path = Path(path)
+    if not path.is_file():
+        if required:
+            raise mempp.ValidationError(f"{path}: no such file", field="--people")
+        return {}
+    by_scope: dict[str, list[dict]] = defaultdict(list)
+    for _, rec in read_jsonl(path):
+        by_scope[str(rec.get("scope"))].append({k: v for k, v in rec.items() if k != "scope"})
+    return dict(by_scope)
+
+
 def check(doc_groups: Mapping[str, list[dict]], q_groups: Mapping[str, list[dict]]) -> list[str]:
     """What would make a score mislead, one sentence each: questions without evidence (never
     scored), questions whose scope has no documents (they score 0), and questions whose
@@ -150,10 +165,14 @@ def evaluate(
     progress: bool = True,
     workdir: str | Path | None = None,
     embedder: Any = None,
+    people: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns the ``--json`` report. ``embedder`` overrides ``config.embedder``."""
+    """Run the benchmark; returns the ``--json`` report. ``embedder`` overrides ``config.embedder``;
+    ``people``: each scope's people directory (:func:`load_people`; default ``people.jsonl``
+    beside ``docs`` when there is one)."""
     t0 = time.perf_counter()
     doc_groups, q_groups = load(docs, questions)
+    directory = load_people(people if people is not None else Path(docs).parent / "people.jsonl", required=people is not None)
     embedder = embedder or make_embedder(config.embedder)
     per_q: list[tuple[str, dict[str, float]]] = []
     n_docs = sum(len(v) for v in doc_groups.values())
@@ -174,6 +193,8 @@ def evaluate(
                 with store:
                     t = time.perf_counter()
                     store.add(doc_groups.get(scope, []), progress=ingest_bar)
+                    if directory.get(scope):
+                        store.add_people(directory[scope])
                     timing["ingest_s"] += time.perf_counter() - t
                     qs = q_groups.get(scope, [])
                     t = time.perf_counter()
@@ -219,7 +240,7 @@ def evaluate(
         "questions": len(per_q),
         "overall": mean([s for _, s in per_q]),
         "by_category": {cat: {**mean(rows), "questions": len(rows)} for cat, rows in sorted(by_cat.items())},
-        "config": {**asdict(config), "docs": str(docs), "questions": str(questions)},
+        "config": {**asdict(config), "docs": str(docs), "questions": str(questions), "people": sum(map(len, directory.values()))},
         "documents": n_docs,
         "seconds": round(time.perf_counter() - t0, 2),
         "timing": {k: round(v, 2) for k, v in timing.items()},

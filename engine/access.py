@@ -32,6 +32,7 @@ from mempp.storage.files import FileRef, check_file
 
 from .dates import from_us
 from .errors import AccessDenied, DocumentNotFound, ValidationError
+from .people import name_key
 
 _PRINCIPAL = re.compile(r"(user|group):([^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?)")
 MAX_PRINCIPAL_CHARS = 256
@@ -109,6 +110,7 @@ class Access:
         self.readers: dict[int, tuple[str, ...] | None] = {}  # doc id -> its readers (absent: everyone)
         self.members: dict[str, set[str]] = {}  # group -> its direct members
         self.periods: dict[int, list[tuple[int | None, tuple[str, ...] | None]]] = {}  # doc id -> (from µs, None: its add; readers)
+        self.people: dict[tuple[str, ...], dict[str, Any]] = {}  # the people directory (people.py), by name_key
         n = 0 if log is None else len(log)
         cols = {c: log.column(c).to_pylist() for c in ("op", "doc_id", "group", "principals", "note")} if n else {}
         at = pa.array(log.column("recorded_at")).cast(pa.int64()).to_pylist() if n else []
@@ -125,6 +127,10 @@ class Access:
                 self.members.setdefault(cols["group"][i], set()).difference_update(cols["principals"][i])
             elif op == "erase":
                 self.erased[int(cols["doc_id"][i])] = {**json.loads(cols["note"][i] or "{}"), "erased_at": at[i]}
+            elif op == "person":
+                person = json.loads(cols["note"][i])
+                self.people[name_key(person["name"])] = person
+        self.directory = tuple(self.people.values())  # the same object while this log is (the matcher rebuilds on a new one)
         restricted = [d for d, r in self.readers.items() if r is not None]
         self.restricted_ids = np.array(sorted(restricted), dtype=np.int64)
         self.erased_ids = np.array(sorted(self.erased), dtype=np.int64)

@@ -58,6 +58,22 @@ def cmd_members(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_people(args: argparse.Namespace) -> int:
+    """``mempp people STORE [FILE]``: add the people of FILE to the directory, then print it."""
+    from .access import principal_arg
+    from .store import Store
+
+    with Store.open(args.store, create=False, read_only=args.file is None, lock_timeout=args.wait) as store:
+        if args.file is not None:
+            store.add_people(args.file)
+        people = store.people(principal=principal_arg(args.principal))
+    for person in people:
+        roles = "; ".join(f"{r['role']} ({r['from'] or 'always'} to {r['to'] or 'now'})" for r in person["roles"])
+        print(json.dumps(person) if args.json else f"{person['name']}" + (f"  aka {', '.join(person['aliases'])}" if person["aliases"] else "")
+              + (f"  {roles}" if roles else ""))
+    return 0
+
+
 def cmd_readers(args: argparse.Namespace) -> int:
     """``mempp readers STORE ID [P ...] [--everyone]``: set who may read a document (every version of
     an id), then print its readers."""

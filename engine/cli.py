@@ -220,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the group as one JSON object")
     _wait_arg(p)
 
+    p = sub.add_parser("people", help="print the store's people directory (names, aliases, roles; added first from FILE)")
+    p.add_argument("store")
+    p.add_argument("file", nargs="?", default=None, help="people to add (JSON Lines, Parquet or Arrow: name, aliases, roles), each replacing the entry of its name")
+    p.add_argument("--json", action="store_true", help="one JSON object per person")
+    _as_arg(p)
+    _wait_arg(p)
+
     p = sub.add_parser("readers", help="print who may read a document (set first: principals, or --everyone)")
     p.add_argument("store")
     p.add_argument("key", help="the document's id (every version of it), or a doc id number")
@@ -258,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="retrieval evaluation on a benchmark in the shared/eval format")
     p.add_argument("--docs", required=True, help="documents, JSON Lines in the shared/eval format (one store is built per scope)")
     p.add_argument("--questions", required=True, help="questions, JSON Lines in the shared/eval format")
+    p.add_argument("--people", default=None, help="each scope's people directory, JSON Lines ({scope, name, aliases, roles}); default: people.jsonl beside --docs when there is one")
     p.add_argument(
         "--k", type=int, action="append", default=None,
         help="cut-off (repeatable; default 10 and 50); every question is asked once per k and each k scored on its own answer",
@@ -302,7 +310,7 @@ COMMANDS = {
     "add": commands.cmd_add, "embed": commands.cmd_embed, "query": commands.cmd_query, "get": commands.cmd_get, "history": commands.cmd_history, "supersede": commands.cmd_supersede,
     "merge": commands.cmd_merge, "stats": commands.cmd_stats, "ls": commands.cmd_ls, "export": commands.cmd_export, "versions": commands.cmd_versions, "eval": commands.cmd_eval, "demo": commands.cmd_demo, "warmup": commands.cmd_warmup,
     "bench": commands.cmd_bench, "verify": admin_commands.cmd_verify, "repair": admin_commands.cmd_repair, "mcp": mcp_server.cmd_mcp,
-    "members": admin_commands.cmd_members, "readers": admin_commands.cmd_readers, "erase": admin_commands.cmd_erase,
+    "members": admin_commands.cmd_members, "people": admin_commands.cmd_people, "readers": admin_commands.cmd_readers, "erase": admin_commands.cmd_erase,
 }
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:

@@ -338,8 +338,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _check_authors(store, names: list[str] | None, principal=None) -> None:
-    """An author filter naming nobody in the store is an error that suggests the closest names
-    (case and spacing never matter); one naming some: a warning for the others."""
+    """An author filter naming nobody in the store (no author, no name, alias or role of the people
+    directory) is an error that suggests the closest names (case and spacing never matter); one
+    naming some: a warning for the others."""
     import difflib
     import warnings
 
@@ -347,7 +348,8 @@ def _check_authors(store, names: list[str] | None, principal=None) -> None:
         return
     stored = store.authors(principal=principal)
     folded = {" ".join(n.split()).casefold(): n for n in stored}
-    unknown = [n for n in names if " ".join(n.split()).casefold() not in folded]
+    matcher = store.searcher().reader(principal).name_matcher  # a person's other name or a role, held at any time
+    unknown = [n for n in names if " ".join(n.split()).casefold() not in folded and not matcher.resolve([n], any_time=True)]
     if not unknown:
         return
     parts = []
@@ -559,7 +561,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank, chain=args.chain,
         embed_template=args.embed_template, window_stride=args.window_stride, principal=_principal(args),
     )
-    report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet)
+    report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet, people=args.people)
     report["warnings"] = problems
     print(json.dumps(report) if args.json else format_report(report))
     return 0

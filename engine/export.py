@@ -46,6 +46,8 @@ def export_header(searcher) -> dict:
         "analyzer": searcher.analyzer.to_json(),
         "index": searcher.index.to_json(),
         "groups": {} if view is not None else {g: sorted(m) for g, m in sorted(searcher.access().members.items()) if m},
+        # a principal's export: the directory's entries that name an author it may read
+        "people": list(searcher.access().directory) if view is None else searcher.name_matcher.entries_with_authors(),
     }
 
 
@@ -231,7 +233,7 @@ def open_args(header: dict) -> dict:
 def add_export(store, rows: list[dict], progress=None, header: dict | None = None) -> dict:
     """Add an export's rows to ``store``, commit by commit in the original order, nothing embedded;
     then replay every supersession the store does not hold yet, with its effective date. The
-    groups of ``header`` and each row's readers are the new store's too.
+    groups and the people directory of ``header`` and each row's readers are the new store's too.
     Returns ``{"added", "existing", "supersessions"}``."""
     if rows and store.dim and len(rows[0]["embedding"]) != store.dim:
         raise ValidationError(f"the export's embeddings have {len(rows[0]['embedding'])} dimensions, the store's {store.dim}", field="embedding")
@@ -242,6 +244,8 @@ def add_export(store, rows: list[dict], progress=None, header: dict | None = Non
     )
     for group, members in (header or {}).get("groups", {}).items():
         store.add_members(group, members)
+    if (header or {}).get("people"):
+        store.add_people(header["people"])
     mapped: dict[int, int] = {}
     added = existing = replayed = 0
     ev = 0

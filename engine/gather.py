@@ -132,7 +132,7 @@ class Driver:
     def _leg_query(self, text: str, opt: QueryOptions, has_vec: bool) -> LegQuery:
         snap = self.snap
         w_lex, w_tag, w_vec = opt.weights
-        codes = self.matcher.match(text) if w_tag and text else []
+        codes = self.matcher.match(text, opt.as_of) if w_tag and text else []
         authors = tuple(snap.authors.names[c] for c in codes)
         q = LegQuery(opt=opt, authors=authors, top=self.first_top or 2 * opt.depth + FIRST_TOP)
         if (w_lex or authors) and text:

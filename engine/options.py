@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -262,3 +262,24 @@ def check_texts(texts: Sequence[str], as_of: Any) -> tuple[list[str], list]:
 def stream_chunk(n_docs: int, chunk: int = DEFAULT_CHUNK) -> int:
     """Queries per chunk of :meth:`Searcher.query_stream` on a store of ``n_docs`` documents."""
     return max(1, min(chunk, MASK_BYTES // max(n_docs, 1)))
+
+
+def per_as_of(build: Callable[..., QueryOptions], as_ofs: Sequence[Any], **kwargs: Any) -> list[QueryOptions]:
+    """A batch's options, one per ``as_of``: ``build`` (``Searcher.options``) checks the others once
+    (they are shared), and each distinct ``as_of`` string is parsed once."""
+    out: list[QueryOptions] = []
+    first: QueryOptions | None = None
+    seen: dict = {}
+    for a in as_ofs:
+        if first is None:
+            opt = first = build(as_of=a, **kwargs)
+        else:
+            try:
+                known = seen.get(a) if a is None or isinstance(a, str) else None
+            except TypeError:
+                known = None
+            opt = known if known is not None else first.at(a)
+        if a is None or isinstance(a, str):
+            seen[a] = opt
+        out.append(opt)
+    return out

@@ -1,9 +1,9 @@
-"""Changes of who may read what: a document's readers and a group's members (docs/DESIGN.md §8).
+"""Changes of who may read what (a document's readers, a group's members; docs/DESIGN.md §8) and of who is who (the people directory, §3.7).
 
 Each change is one commit of the store's access log (``access.py`` folds it; the writer commits
 it), in the writer's turn, checked before anything is written.
 
-Owns :class:`Permissions` (``Store.set_readers``, ``add_members``, ``remove_members``).
+Owns :class:`Permissions` (``Store.set_readers``, ``add_members``, ``remove_members``, ``add_people``).
 
 Never imports: store, searcher, planner, onnxruntime.
 """
@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 
 from .access import check_group, check_readers, named_docs
 from .errors import ValidationError
+from .people import check_people, person_events
 
 
 class Permissions:
@@ -33,8 +34,9 @@ class Permissions:
             yield w, w.access()
 
     def set_readers(self, ref: str | int, readers: Iterable[str] | None) -> None:
-        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one);
-        None: everyone. One commit; nothing when they are already so."""
+        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one): a list
+        of ``"user:NAME"`` / ``"group:NAME"``; None: everyone. Applies to every version asked
+        about, as every permission does. One commit; nothing when they are already so."""
         readers = check_readers(readers)
         with self._turn() as (w, access):
             docs = named_docs(w.searcher(), ref)
@@ -59,3 +61,13 @@ class Permissions:
             changed = [p for p in got if (p not in now) == add]
             if changed:
                 w.commit_access(access, [{"op": "add_members" if add else "remove_members", "group": group, "principals": changed}])
+
+    def add_people(self, people: Any) -> int:
+        """Put ``people`` in the store's directory (``people.check_people``: records, or a file of
+        them), each replacing the entry of the same name; one commit. Returns how many changed."""
+        people = check_people(people)
+        with self._turn() as (w, access):
+            events = person_events(people, access.people)
+            if events:
+                w.commit_access(access, events)
+        return len(events)

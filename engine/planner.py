@@ -79,7 +79,7 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
     weights = dict(zip(LEGS, opt.weights))
     rankings: dict[str, np.ndarray] = {}
     t = time.perf_counter()
-    matched_codes = matcher.match(question) if weights["tag"] and question else []
+    matched_codes = matcher.match(question, opt.as_of) if weights["tag"] and question else []
     if tag_docs is None:
         tag_docs = _tag_candidates(snap, matched_codes, mask, n_cand)
     tag_ms = (time.perf_counter() - t) * 1e3  # the tag leg: names matched, its candidates, then its order (below)
@@ -156,7 +156,7 @@ def text_legs(
     """The tag leg's documents and the lexical leg's ``(ranking, tag documents' BM25)`` as :func:`run`
     computes them (None where it would run no lexical leg), for callers that run it twice."""
     weights = dict(zip(LEGS, opt.weights))
-    tag_docs = _tag_candidates(snap, matcher.match(question) if weights["tag"] and question else [], mask, n_cand)
+    tag_docs = _tag_candidates(snap, matcher.match(question, opt.as_of) if weights["tag"] and question else [], mask, n_cand)
     lexical = None
     if _runs_lexical(weights, tag_docs, n_cand, question):
         lexical = lexical_leg(snap, question, mask, n_cand, opt, tag_docs, {})

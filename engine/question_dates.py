@@ -5,7 +5,8 @@ the latest date the question names becomes the ``as_of``, at the end of the peri
 it names (a day, a month, or a year written as "in 2023"). A question naming no
 date is left alone. The rule is deliberately plain, so a user can predict it.
 
-Owns that rule (:func:`question_as_of`) and its patterns, and the days a text names in full
+Owns that rule (:func:`question_as_of`) and its patterns, the periods a question names
+(:func:`question_periods`, for a role's holder at the time), and the days a text names in full
 (:func:`days_named`, for the chain stage); the read path calls them. A leaf.
 
 Never imports: searcher, planner, store.
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import date
+from datetime import date, timedelta
+
+_MICRO = timedelta(microseconds=1)
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
@@ -77,14 +80,32 @@ def days_named(text: str) -> set[date]:
     return found
 
 
-def question_as_of(text: str) -> date | None:
-    """The end of the latest period the question names, or None."""
-    found: list[date] = []
+def _periods(text: str) -> list[tuple[date, date]]:
+    """Every period (first day, last day) the text names: a day, a month, or a year."""
+    found: list[tuple[date, date]] = []
     rest = text
-    for pattern, make in _PATTERNS:
+    for n, (pattern, make) in enumerate(_PATTERNS):
         for m in pattern.finditer(rest):
             d = make(m)
             if d is not None and 1 <= d.year <= 9999:
-                found.append(d)
+                found.append((d if n < 3 else d.replace(day=1) if n < 5 else d.replace(month=1, day=1), d))
         rest = pattern.sub(" ", rest)  # a matched span is not matched again by a looser pattern
-    return max(found) if found else None
+    return found
+
+
+def question_as_of(text: str) -> date | None:
+    """The end of the latest period the question names, or None."""
+    found = _periods(text)
+    return max(end for _, end in found) if found else None
+
+
+def question_periods(text: str) -> list[tuple[int, int]]:
+    """The periods the question names, as µs UTC from the first day's start to the last day's end
+    (the people directory's roles are held during them)."""
+    from datetime import datetime, time, timezone
+
+    def us(d: date, t: time) -> int:
+        dt = datetime.combine(d, t, tzinfo=timezone.utc)
+        return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // _MICRO
+
+    return [(us(a, time(0)), us(b, time.max)) for a, b in _periods(text)]

@@ -39,7 +39,7 @@ from .errors import DocumentNotFound, ValidationError
 from .reader_view import ReaderView
 from .replaced import earliest_replacement, replacement_list
 from .ingest import check_vector
-from .options import DEFAULT_CHUNK, QueryOptions, check_question, check_texts, date_arg, names_arg, stream_chunk
+from .options import DEFAULT_CHUNK, QueryOptions, check_question, check_texts, date_arg, names_arg, per_as_of, stream_chunk
 from .planner import Given, NameMatcher, candidate_mask, run, run_feedback, vector_legs
 from .question_dates import question_as_of
 from .results import BATCH_SCHEMA, batch_columns, hit_rows
@@ -115,13 +115,15 @@ class Searcher:
 
     @property
     def name_matcher(self) -> NameMatcher:
-        """The tag leg's matcher of this version's author names (built once)."""
-        if self._matcher is None:
+        """The tag leg's matcher of this version's author names and the newest people directory
+        (built again when the directory changes)."""
+        people = self.access().directory
+        found = self._matcher
+        if found is None or found.people is not people:
             with self._matcher_lock:
-                if self._matcher is None:
-                    view = isinstance(self._snap, ReaderView)
-                    self._matcher = NameMatcher(self._snap.authors.readable_names if view else self._snap.authors.names)
-        return self._matcher
+                view = isinstance(self._snap, ReaderView)
+                found = self._matcher = NameMatcher(self._snap.authors.readable_names if view else self._snap.authors.names, people)
+        return found
 
     def __len__(self) -> int:
         return self._snap.n_docs
@@ -198,22 +200,7 @@ class Searcher:
 
     def batch_options(self, as_ofs: Sequence[Any], **kwargs: Any) -> list[QueryOptions]:
         """:meth:`options` for each ``as_of`` of a batch, the other options checked once (they are shared)."""
-        out: list[QueryOptions] = []
-        first: QueryOptions | None = None
-        seen: dict = {}
-        for a in as_ofs:
-            if first is None:
-                opt = first = self.options(as_of=a, **kwargs)
-            else:
-                try:
-                    known = seen.get(a) if a is None or isinstance(a, str) else None
-                except TypeError:
-                    known = None
-                opt = known if known is not None else first.at(a)
-            if a is None or isinstance(a, str):
-                seen[a] = opt
-            out.append(opt)
-        return out
+        return per_as_of(self.options, as_ofs, **kwargs)
 
     # --- one query ----------------------------------------------------------------------------------
     def query(
@@ -317,7 +304,7 @@ class Searcher:
                 qvec = embed_queries(self.embedder, [text])[0]
         if self._on_query is not None:
             self._on_query(snap)
-        opt = opt.clamped(size)
+        opt = self.name_matcher.resolved(opt.clamped(size))
         hits = Hits()
         hits.version = snap.version
         if size == 0 or opt.k == 0:
@@ -406,6 +393,7 @@ class Searcher:
         if self._on_query is not None:
             self._on_query(snap)
         matcher = self.name_matcher
+        opts = [matcher.resolved(o) for o in opts]
         chunk = stream_chunk(snap.n_docs, chunk)
         # One mask buffer for every chunk: a fresh one page-faults in as the masks are written (0.1 ms a query at 100k).
         size = self.size
@@ -549,6 +537,12 @@ class Searcher:
             return reader._snap.authors.in_readable_order([n for n in reader._snap.authors.readable_names if n])
         return list(self._snap.authors.names)
 
+    def people(self, *, principal: Any = None) -> list[dict[str, Any]]:
+        """The people directory (``Store.add_people``), in the order first added; a reader sees
+        the entries that name an author of a document it may read."""
+        reader = self.reader(principal)
+        return list(self.access().directory) if reader is self else reader.name_matcher.entries_with_authors()
+
     def documents(self, *, as_of: Any = None, authors: Any = None, principal: Any = None) -> list[Record]:
         """The documents of this version in doc id order: all of them (superseded ones too, each
         with its ``valid_until``), or with ``as_of`` those valid at that date (undated ones
@@ -565,6 +559,7 @@ class Searcher:
             keep &= (snap.dates != NAT) & (snap.dates <= theta) & (snap.valid_until > theta)
         names = names_arg(authors, "authors")
         if names is not None:
+            names = names + tuple(self.name_matcher.resolve(names, theta))
             codes = [snap.authors.index[n] for n in author_names(snap.authors, names)]
             keep &= np.isin(snap.authors.codes, np.asarray(codes, dtype=np.int32))
         keep &= snap.valid_until != NAT  # documents of a skipped (unreadable) segment

@@ -45,6 +45,7 @@ from .config import IndexConfig
 from .docindex import DocIndex
 from .embedder import DEFAULT_MODEL, Embedder, describe, embedder_for, model_label, model_spec, same_model
 from .access import Access
+from .permissions import Permissions
 from .erasure import erasures
 from .errors import EmbedderError, ValidationError
 from .searcher import Searcher
@@ -80,6 +81,17 @@ def _write(name: str):
         return method(self.writer, *args, **kwargs)
 
     return write
+
+
+def _permission(name: str):
+    """A change of :class:`Store`'s permissions or people: the writer's ``permissions.name``."""
+    method = getattr(Permissions, name)
+
+    @functools.wraps(method)
+    def change(self, *args, **kwargs):
+        return method(self.writer.permissions, *args, **kwargs)
+
+    return change
 
 
 class Store:
@@ -364,6 +376,7 @@ class Store:
     get = _read("get")
     history = _read("history")
     authors = _read("authors")
+    people = _read("people")
     documents = _read("documents")
     replacements = _read("replacements")
     export = _read("export")
@@ -377,20 +390,11 @@ class Store:
     merge = _write("merge")
     wait_merges = _write("wait_merges")
 
-    # --- who may read what: the writer's permissions ------------------------------------------------
-    def set_readers(self, ref: str | int, readers: Any) -> None:
-        """Who may read ``ref`` from now on (a key: every version of it; a doc id: that one): a list
-        of ``"user:NAME"`` / ``"group:NAME"``; None: everyone. Applies to every version asked
-        about, as every permission does (docs/DESIGN.md §8)."""
-        self.writer.permissions.set_readers(ref, readers)
-
-    def add_members(self, group: str, principals: Any) -> None:
-        """Add ``principals`` (users or groups) to ``group`` (``"group:NAME"``); a cycle is refused."""
-        self.writer.permissions.add_members(group, principals)
-
-    def remove_members(self, group: str, principals: Any) -> None:
-        """Remove ``principals`` from ``group``."""
-        self.writer.permissions.remove_members(group, principals)
+    # --- who may read what, and who is who: the writer's permissions (docs/DESIGN.md §8, §3.7) ----------
+    set_readers = _permission("set_readers")
+    add_members = _permission("add_members")
+    remove_members = _permission("remove_members")
+    add_people = _permission("add_people")
 
     def erase(self, ref: Any, *, reason: str) -> dict[str, Any]:
         """Destroy a document: every version of a key (or one doc id; or a list of them). Its text,

@@ -9,53 +9,130 @@ Never imports: lexical, vector, vector_batch, fusion, planner, store.
 
 from __future__ import annotations
 
-import re
-import unicodedata
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from mempp.kernels.masks import keep_codes
-from mempp.storage import Snapshot
+from mempp.storage import Snapshot, now_us
 from mempp.storage.analyzer import STOPWORDS
 
 from .candidates import rare_ids, code_mask
+from .people import name_key, role_periods, words
+from .question_dates import question_periods
 
-
-_WORDS = re.compile(r"[^\W_]+")
-
-
-def _words(text: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"(?<=[^\W_])['\u2019]s\b", "", text)
-    return _WORDS.findall(text)
 
 
 class NameMatcher:
-    """Finds the authors a question names: the exact label, the full name, or a first or last name."""
+    """Finds the people a question names and returns their author codes (indexes into ``names``).
 
-    def __init__(self, names: Sequence[str]) -> None:
+    A person is named by a full name or alias (as a phrase), by the first or last word of one
+    (a single word of at least two letters, not a stop word), or by a role they held at the
+    time asked about (``people.py``; a role's words as a phrase). Each author label belongs to
+    one person (the directory entry it is a form of, else a person of its own), and naming a
+    person matches every label of theirs.
+    """
+
+    def __init__(self, names: Sequence[str], people: Sequence[dict] = ()) -> None:
         self.names = list(names)
-        self.by_token: dict[str, set[int]] = {}
-        self.full: list[tuple[str, ...]] = []
+        self.people = people  # the directory's entries, as given (the searcher compares it to rebuild)
+        forms: list[set[tuple[str, ...]]] = []  # per person: the word tuples that name them
+        self.codes: list[list[int]] = []  # per person: its author codes
+        self.entries: list[dict | None] = []  # per person: its directory entry (None: an author only)
+        self.roles: list[tuple[tuple[str, ...], int, int | None, int | None]] = []  # (words, person, from, to)
+        by_form: dict[tuple[str, ...], int] = {}
+        for entry in people:
+            i = len(forms)
+            own = {name_key(entry["name"]), words(entry["name"])} | {f for a in entry["aliases"] for f in (name_key(a), words(a))}
+            forms.append({f for f in own if f})
+            self.codes.append([])
+            self.entries.append(entry)
+            for f in forms[i]:
+                by_form.setdefault(f, i)
+            self.roles += [(words(title), i, lo, hi) for title, lo, hi in role_periods(entry)]
         for code, name in enumerate(self.names):
-            toks = tuple(_words(name))
-            self.full.append(toks)
-            parts = {toks[0], toks[-1]} if toks else set()
-            for tok in parts:
-                if len(tok) >= 2 and tok not in STOPWORDS and not tok.isdigit():
-                    self.by_token.setdefault(tok, set()).add(code)
+            keys = {k for k in (name_key(name), words(name)) if k}
+            i = next((by_form[k] for k in sorted(keys) if k in by_form), None)
+            if i is None:
+                i = len(forms)
+                forms.append(set(keys))
+                self.codes.append([])
+                self.entries.append(None)
+                for k in keys:
+                    by_form[k] = i
+            self.codes[i].append(code)
+        self.phrases: dict[str, list[tuple[tuple[str, ...], int]]] = {}  # first word -> (phrase, person)
+        self.by_token: dict[str, set[int]] = {}
+        for i, fs in enumerate(forms):
+            if not self.codes[i]:
+                continue  # no author of this store (or readable by this reader) goes by it
+            for f in fs:
+                self.phrases.setdefault(f[0], []).append((f, i))
+                for tok in {f[0], f[-1]}:
+                    if len(tok) >= 2 and tok not in STOPWORDS and not tok.isdigit():
+                        self.by_token.setdefault(tok, set()).add(i)
+        self.role_phrases: dict[str, list[int]] = {}  # first word -> indexes into self.roles
+        for j, (ws, i, _, _) in enumerate(self.roles):
+            if ws and self.codes[i]:
+                self.role_phrases.setdefault(ws[0], []).append(j)
 
-    def match(self, question: str) -> list[int]:
-        words = _words(question)
+    def match(self, question: str, as_of: int | None = None) -> list[int]:
+        """The author codes of the people ``question`` names; a role names whoever held it during
+        a period the question names ("in March 2024"), else at ``as_of`` (µs), else now."""
+        ws = words(question)
         found: set[int] = set()
-        joined = " " + " ".join(words) + " "
-        for code, toks in enumerate(self.full):
-            if toks and (" " + " ".join(toks) + " ") in joined:
-                found.add(code)
-        for w in words:
+        for at, w in enumerate(ws):
+            for phrase, i in self.phrases.get(w, ()):
+                if ws[at:at + len(phrase)] == phrase:
+                    found.add(i)
             found.update(self.by_token.get(w, ()))
-        return sorted(found)
+        if self.role_phrases:
+            found.update(self._holders(ws, question, as_of))
+        return sorted(c for i in found for c in self.codes[i])
+
+    def _holders(self, ws: tuple[str, ...], question: str, as_of: int | None) -> set[int]:
+        named = [j for at, w in enumerate(ws) for j in self.role_phrases.get(w, ()) if ws[at:at + len(self.roles[j][0])] == self.roles[j][0]]
+        if not named:
+            return set()
+        periods = question_periods(question) or [(as_of, as_of) if as_of is not None else (now_us(), now_us())]
+        return {self.roles[j][1] for j in named if any(_overlaps(self.roles[j][2], self.roles[j][3], lo, hi) for lo, hi in periods)}
+
+    def resolve(self, values: Iterable[str], as_of: int | None = None, date_from: int | None = None,
+                date_to: int | None = None, any_time: bool = False) -> list[str]:
+        """The author labels an ``authors=`` filter's ``values`` mean: each value a label (any case
+        and spacing), a name or alias of a person (every label of theirs), or a role (whoever held
+        it between ``date_from`` and ``as_of`` / ``date_to``, else at ``as_of``, else now;
+        ``any_time``: whoever held it ever)."""
+        hi = min((t for t in (as_of, date_to) if t is not None), default=None)
+        lo = date_from if date_from is not None else hi
+        if lo is None and not any_time:
+            lo = hi = now_us()
+        chosen: set[int] = set()
+        for value in values:
+            ws = words(value)
+            ws_key = name_key(value)
+            bare = ws[1:] if ws[:1] in (("the",), ("our",)) else ws
+            for key in {ws, ws_key}:
+                chosen.update(i for phrase, i in self.phrases.get(key[0] if key else "", ()) if phrase == key)
+            chosen.update(i for title, i, a, b in self.roles if title == bare and self.codes[i] and _overlaps(a, b, lo, hi))
+        return [self.names[c] for i in sorted(chosen) for c in self.codes[i]]
+
+    def resolved(self, opt):
+        """``opt`` (``QueryOptions``) with its ``authors`` filter resolved (:meth:`resolve`), the values as given kept."""
+        if not opt.authors:
+            return opt
+        more = self.resolve(opt.authors, opt.as_of, opt.date_from, opt.date_to)
+        return replace(opt, authors=tuple(dict.fromkeys(opt.authors + tuple(more))))
+
+    def entries_with_authors(self) -> list[dict]:
+        """The directory's entries that name at least one of these author labels."""
+        return [e for e, codes in zip(self.entries, self.codes) if e is not None and codes]
+
+
+def _overlaps(a: int | None, b: int | None, lo: int | None, hi: int | None) -> bool:
+    """Whether the role period [a, b] meets [lo, hi] (None: unbounded)."""
+    return (a is None or hi is None or a <= hi) and (b is None or lo is None or lo <= b)
 
 
 def tag_leg(snap: Snapshot, codes: Iterable[int], mask: np.ndarray) -> np.ndarray:

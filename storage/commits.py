@@ -254,7 +254,8 @@ def window_table(rows: np.ndarray, embeddings: np.ndarray) -> pa.Table:
 # it): ``op`` is "new_readers" (a document's readers, named when it was added) or "readers" (a
 # later change; ``doc_id``'s readers become ``principals``; null: everyone),
 # "add_members" or "remove_members" (``principals`` join or leave ``group``), "erase" (``doc_id``
-# was erased; ``note``: JSON ``{"key", "reason"}``). Logs written before erasure lack ``note``.
+# was erased; ``note``: JSON ``{"key", "reason"}``), "person" (an entry of the people directory,
+# ``note``: its JSON; it replaces the entry of the same name). Logs written before erasure lack ``note``.
 ACCESS_SCHEMA = pa.schema([
     ("version", pa.int64()), ("recorded_at", TS), ("op", pa.string()), ("doc_id", pa.int64()), ("group", pa.string()),
     ("principals", pa.list_(pa.string())), ("note", pa.string()),

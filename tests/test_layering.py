@@ -79,7 +79,7 @@ def engine_imports(name: str) -> set[str]:
 READ_PATH_STAGES = {
     "options": set(),
     "candidates": {"options"},
-    "tags": {"candidates"},
+    "tags": {"candidates", "question_dates"},  # the periods a question names (a role's holder then)
     "lexical": {"options"},
     "vector": {"candidates", "options"},
     "vector_batch": {"candidates", "options", "vector"},
@@ -90,7 +90,7 @@ READ_PATH_STAGES = {
 
 
 # What the read path sits on (errors, dates, defaults, result types, caches, who may read): any stage may import these.
-FOUNDATION = {"config", "dates", "errors", "types", "caches", "results", "access"}
+FOUNDATION = {"config", "dates", "errors", "types", "caches", "results", "access", "people"}
 
 
 def test_read_path_stages_import_only_earlier_stages():

@@ -120,6 +120,8 @@ def test_command_line_block_runs_as_written(tmp_path):
     assert "evidence" in said("mempp demo").lower() or said("mempp demo").count("Q:") >= 10
     assert "user:helen" in said("mempp members org.mempp group:finance") and "group:finance" in said("mempp readers org.mempp travel-1")
     assert "Helen Brandt" in said('mempp query org.mempp "travel per-diem?" --as user:helen')
+    assert "Ben Ortiz  aka ben.ortiz@acme.com, bortiz  CTO (2023-05-01 to now)" in said("mempp people org.mempp")
+    assert "authors named: Ben Ortiz" in said('mempp query org.mempp "what did the CTO raise?"')  # the role, through the directory
 
 
 # Quality and speed commands at full size take minutes to hours; here they run on less.

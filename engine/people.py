@@ -19,7 +19,7 @@ they mean.
 
 Owns the person record's checks (:func:`check_people`, errors that name the field and the
 record), the input files (:func:`read_people`: JSON Lines, Parquet or Arrow, or a list of
-dicts), the name folding (:func:`words`, :func:`name_key`) and the role periods
+dicts), the name folding (:func:`words`, :func:`name_key`, :func:`title_words`) and the role periods
 (:func:`role_periods`). A leaf but for ``dates``, ``errors`` and ``inputs``.
 
 Never imports: store, searcher, writer, planner, tags, onnxruntime.
@@ -32,6 +32,8 @@ import re
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
+
+from mempp.storage.analyzer import STOPWORDS
 
 from .dates import to_us
 from .errors import ValidationError
@@ -49,6 +51,13 @@ def words(text: str) -> tuple[str, ...]:
     text = unicodedata.normalize("NFKC", text).casefold()
     text = re.sub(r"(?<=[^\W_])['\u2019]s\b", "", text)
     return tuple(_WORDS.findall(text))
+
+
+def title_words(title: str) -> frozenset[str]:
+    """A role's title as compared: its words but stop words (all its words when that leaves none),
+    in any order ("the Platform Staff Engineer" is "Staff Engineer, Platform")."""
+    ws = words(title)
+    return frozenset(w for w in ws if w not in STOPWORDS) or frozenset(ws)
 
 
 def name_key(name: str) -> tuple[str, ...]:

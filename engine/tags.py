@@ -19,9 +19,11 @@ from mempp.storage import Snapshot, now_us
 from mempp.storage.analyzer import STOPWORDS
 
 from .candidates import rare_ids, code_mask
-from .people import name_key, role_periods, words
+from .people import name_key, role_periods, title_words, words
 from .question_dates import question_periods
 
+
+ROLE_SLACK = 2  # a role's title words may lie among this many other words of the question
 
 
 class NameMatcher:
@@ -29,7 +31,9 @@ class NameMatcher:
 
     A person is named by a full name or alias (as a phrase), by the first or last word of one
     (a single word of at least two letters, not a stop word), or by a role they held at the
-    time asked about (``people.py``; a role's words as a phrase). Each author label belongs to
+    time asked about (``people.py``): every word of its title but stop words, in any order,
+    within the title's length plus ``ROLE_SLACK`` words ("the Platform staff engineer" names
+    "Staff Engineer, Platform"). Each author label belongs to
     one person (the directory entry it is a form of, else a person of its own), and naming a
     person matches every label of theirs.
     """
@@ -40,7 +44,7 @@ class NameMatcher:
         forms: list[set[tuple[str, ...]]] = []  # per person: the word tuples that name them
         self.codes: list[list[int]] = []  # per person: its author codes
         self.entries: list[dict | None] = []  # per person: its directory entry (None: an author only)
-        self.roles: list[tuple[tuple[str, ...], int, int | None, int | None]] = []  # (words, person, from, to)
+        self.roles: list[tuple[frozenset[str], int, int | None, int | None]] = []  # (title_words, person, from, to)
         by_form: dict[tuple[str, ...], int] = {}
         for entry in people:
             i = len(forms)
@@ -50,7 +54,7 @@ class NameMatcher:
             self.entries.append(entry)
             for f in forms[i]:
                 by_form.setdefault(f, i)
-            self.roles += [(words(title), i, lo, hi) for title, lo, hi in role_periods(entry)]
+            self.roles += [(title_words(title), i, lo, hi) for title, lo, hi in role_periods(entry)]
         for code, name in enumerate(self.names):
             keys = {k for k in (name_key(name), words(name)) if k}
             i = next((by_form[k] for k in sorted(keys) if k in by_form), None)
@@ -72,10 +76,11 @@ class NameMatcher:
                 for tok in {f[0], f[-1]}:
                     if len(tok) >= 2 and tok not in STOPWORDS and not tok.isdigit():
                         self.by_token.setdefault(tok, set()).add(i)
-        self.role_phrases: dict[str, list[int]] = {}  # first word -> indexes into self.roles
+        self.role_phrases: dict[str, list[int]] = {}  # each word of a title -> indexes into self.roles
         for j, (ws, i, _, _) in enumerate(self.roles):
-            if ws and self.codes[i]:
-                self.role_phrases.setdefault(ws[0], []).append(j)
+            if self.codes[i]:
+                for w in ws:
+                    self.role_phrases.setdefault(w, []).append(j)
 
     def match(self, question: str, as_of: int | None = None) -> list[int]:
         """The author codes of the people ``question`` names; a role names whoever held it during
@@ -92,7 +97,8 @@ class NameMatcher:
         return sorted(c for i in found for c in self.codes[i])
 
     def _holders(self, ws: tuple[str, ...], question: str, as_of: int | None) -> set[int]:
-        named = [j for at, w in enumerate(ws) for j in self.role_phrases.get(w, ()) if ws[at:at + len(self.roles[j][0])] == self.roles[j][0]]
+        named = {j for at, w in enumerate(ws) for j in self.role_phrases.get(w, ())
+                 if self.roles[j][0] <= set(ws[at:at + len(self.roles[j][0]) + ROLE_SLACK])}
         if not named:
             return set()
         periods = question_periods(question) or [(as_of, as_of) if as_of is not None else (now_us(), now_us())]
@@ -112,7 +118,7 @@ class NameMatcher:
         for value in values:
             ws = words(value)
             ws_key = name_key(value)
-            bare = ws[1:] if ws[:1] in (("the",), ("our",)) else ws
+            bare = title_words(value)
             for key in {ws, ws_key}:
                 chosen.update(i for phrase, i in self.phrases.get(key[0] if key else "", ()) if phrase == key)
             chosen.update(i for title, i, a, b in self.roles if title == bare and self.codes[i] and _overlaps(a, b, lo, hi))

@@ -165,14 +165,14 @@ def evaluate(
     progress: bool = True,
     workdir: str | Path | None = None,
     embedder: Any = None,
-    people: str | Path | None = None,
+    people: str | Path | bool | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the ``--json`` report. ``embedder`` overrides ``config.embedder``;
     ``people``: each scope's people directory (:func:`load_people`; default ``people.jsonl``
-    beside ``docs`` when there is one)."""
+    beside ``docs`` when there is one; False: none)."""
     t0 = time.perf_counter()
     doc_groups, q_groups = load(docs, questions)
-    directory = load_people(people if people is not None else Path(docs).parent / "people.jsonl", required=people is not None)
+    directory = {} if people is False else load_people(people or Path(docs).parent / "people.jsonl", required=people is not None)
     embedder = embedder or make_embedder(config.embedder)
     per_q: list[tuple[str, dict[str, float]]] = []
     n_docs = sum(len(v) for v in doc_groups.values())

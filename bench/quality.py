@@ -14,6 +14,7 @@ Corpora (``--data`` holds what is not in ``../shared``; ``prepare`` writes the s
 | ``locomo`` | all ten (1,982 scored questions) | report |
 | ``org-s1``, ``org-s2`` | ``bench/orgbench/``, 4,000 documents, 2 organizations, seeds 1 and 2 | tuning |
 | ``org-s3``, ``org-s4`` | the same generator, seeds 3 and 4 (never used for tuning) | report |
+| ``org-people`` | the generator's role-and-alias slice (``--people``), seed 5: authors as emails, handles and "Last, First", a people directory, questions by name and by role | report |
 | ``lme-dev`` | LongMemEval-S dev split (``../shared/data/longmemeval-s-dev``, 120 questions) | report |
 | ``lme-dev-24`` | its first 24 scopes in sorted order (the baseline's window vectors of all 120 haystacks take hours here) | report |
 | ``realtalk`` | REALTALK, 10 real 21-day chats, converted by ``bench/convert_realtalk.py`` into ``--data``/realtalk | report |
@@ -46,8 +47,9 @@ LOCOMO = SHARED / "data" / "locomo"
 LME = SHARED / "data" / "longmemeval-s-dev"
 LOCOMO_TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 ORG_SEEDS = {"org-s1": 1, "org-s2": 2, "org-s3": 3, "org-s4": 4}
+ORG_PEOPLE_SEED = 5  # the role-and-alias slice (orgbench --people), never used for tuning
 TUNING = ("locomo-tune", "org-s1", "org-s2")
-REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "lme-dev", "lme-dev-24", "realtalk")
+REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "org-people", "lme-dev", "lme-dev-24", "realtalk")
 
 
 def corpus_paths(name: str, data: Path) -> tuple[Path, Path]:
@@ -90,6 +92,8 @@ def prepare(data: Path) -> None:
     for name, seed in ORG_SEEDS.items():
         if not (data / name / "docs.jsonl").is_file():
             write(data / name, 4000, seed=seed, n_orgs=2)
+    if not (data / "org-people" / "people.jsonl").is_file():
+        write(data / "org-people", 4000, seed=ORG_PEOPLE_SEED, n_orgs=2, people=True)
 
 
 # name -> (preset, overrides) or ("baseline", kind).
@@ -109,6 +113,7 @@ CONFIGS: dict[str, tuple[str, Any]] = {
     "default, the paper's reserve rule": ("default", {"reserve_rule": "paper"}),
     "default, feedback off": ("default", {"feedback": 0}),
     "default, chain stage off": ("default", {"chain": 0}),
+    "default, without the people directory": ("default", {"%people": False}),
     "default, chain stage without day links": ("default", {"@chain.CHAIN_DAYS": False}),
     "default, tag leg in lexical order": ("default", {"tag_rank": "lexical"}),
     "default, feedback off and tag leg in lexical order": ("default", {"feedback": 0, "tag_rank": "lexical"}),
@@ -153,11 +158,12 @@ def run_config(name: str, docs: Path, questions: Path, ks: Sequence[int], emb: A
     # module constants for sweeps: "@NAME" (of mempp.threads) or "@module.NAME" (of mempp.module)
     knobs = {(k[1:].rpartition(".")[0] or "threads", k.rpartition(".")[2].lstrip("@")): v for k, v in over.items() if k.startswith("@")}
     saved = {(m, k): getattr(importlib.import_module(f"mempp.{m}"), k) for m, k in knobs}
-    cfg: EvalConfig = replace(preset(base, ks=tuple(ks), embedder=embedder_name), **{k: v for k, v in over.items() if not k.startswith("@")})
+    cfg: EvalConfig = replace(preset(base, ks=tuple(ks), embedder=embedder_name), **{k: v for k, v in over.items() if k[0] not in "@%"})
     try:
         for (m, k), v in knobs.items():
             setattr(importlib.import_module(f"mempp.{m}"), k, v)
-        return evaluate(docs, questions, cfg, progress=False, embedder=emb)
+        # "%people": False runs without the corpus's people.jsonl
+        return evaluate(docs, questions, cfg, progress=False, embedder=emb, people=over.get("%people"))
     finally:
         for (m, k), v in saved.items():
             setattr(importlib.import_module(f"mempp.{m}"), k, v)

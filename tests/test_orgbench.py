@@ -299,3 +299,40 @@ def test_every_data_file_is_package_data_and_checked():
     files = sorted(p.name for p in data.iterdir() if p.name.endswith(".json"))
     assert files == sorted(SCHEMAS)
     assert all(any(Path("data", f).match(g) for g in globs) for f in files)
+
+
+# ------------------------------------------------------------------------------------------ role-and-alias slice
+def test_people_slice_keeps_the_main_benchmark_and_its_questions_are_answerable():
+    from mempp.bench.orgbench import generate_with_people
+    from mempp.people import check_person, name_key
+
+    plain_docs, plain_qs = generate(2000, seed=5, n_orgs=2)
+    docs, questions, people = generate_with_people(2000, seed=5, n_orgs=2)
+    assert [{k: v for k, v in d.items() if k != "author"} for d in docs] == [{k: v for k, v in d.items() if k != "author"} for d in plain_docs]
+    assert [q for q in questions if q["category"] in CATEGORIES] == plain_qs
+    by_id = {d["id"]: d for d in docs}
+    plain_author = {d["id"]: d["author"] for d in plain_docs}
+    directory = {(p["scope"], name_key(p["name"])): p for p in people}
+    for p in people:
+        assert check_person({k: v for k, v in p.items() if k != "scope"})["name"] == p["name"]  # Store.add_people takes it
+    # every author label is the name or an alias of its person, by channel
+    for d in docs:
+        entry = directory[(d["scope"], name_key(plain_author[d["id"]]))]
+        assert d["author"] == entry["name"] or d["author"] in entry["aliases"]
+        assert (d["author"] == entry["name"]) == (d["channel"] not in ("email", "chat", "ticket"))
+    sliced = [q for q in questions if q["category"] in ("alias", "role", "role_change")]
+    assert {q["category"] for q in sliced} == {"alias", "role", "role_change"}
+    for q in sliced:
+        ev = [by_id[e] for e in q["evidence"]]
+        thread = {d["thread"] for d in ev}
+        assert len(thread) == 1 and len({plain_author[d["id"]] for d in ev}) == 1
+        assert len({plain_author[d["id"]] for d in docs if d["thread"] in thread}) >= 2  # the thread alone does not pick the person
+        assert all(a not in q["text"] for a in {d["author"] for d in ev})  # never asked as the documents write the author
+        if q["category"] != "alias":
+            person = directory[(q["scope"], name_key(plain_author[ev[0]["id"]]))]
+            assert any(r["role"] in q["answer"] for r in person["roles"])
+
+
+def test_people_slice_cli(tmp_path):
+    assert orgbench.main(["--docs", "400", "--seed", "5", "--out", str(tmp_path), "--people"]) == 0
+    assert (tmp_path / "people.jsonl").is_file() and (tmp_path / "questions.jsonl").is_file()

@@ -31,12 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from .decisions import make_topic
+from .directory import directory_slice
 from .events import bg_chat, bg_email, bg_meeting, bg_policy, bg_ticket, dispute, incident, role_change_doc
 from .questions import CATEGORIES, make_questions
 from .tables import KINDS
 from .world import Story, Org
 
-__all__ = ["CATEGORIES", "generate", "write", "main"]
+__all__ = ["CATEGORIES", "generate", "generate_with_people", "write", "main"]
 
 MIN_DOCS_PER_ORG = 100
 
@@ -212,6 +213,14 @@ def generate(n_docs: int, seed: int = 0, n_orgs: int = 1) -> tuple[list[dict], l
     Deterministic for a given ``(n_docs, seed, n_orgs)``. Documents are in ingest order (date order,
     except a few late-filed meeting notes); questions are grouped by scope.
     """
+    docs, questions, _ = generate_with_people(n_docs, seed, n_orgs, people=False)
+    return docs, questions
+
+
+def generate_with_people(n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = True) -> tuple[list[dict], list[dict], list[dict]]:
+    """:func:`generate` with the role-and-alias slice (``directory.py``): authors written as emails,
+    handles and "Last, First", the slice's questions after each scope's own, and ``people``, each
+    scope's directory (``{"scope", "name", "aliases", "roles"}``). ``people=False``: :func:`generate`'s."""
     n_docs = int(n_docs)
     n_orgs = max(1, int(n_orgs))
     if n_docs < MIN_DOCS_PER_ORG * n_orgs:
@@ -221,6 +230,7 @@ def generate(n_docs: int, seed: int = 0, n_orgs: int = 1) -> tuple[list[dict], l
     used: set = set()
     all_docs: list[dict] = []
     all_qs: list[dict] = []
+    all_people: list[dict] = []
     for i, n_org in enumerate(sizes):
         org, questions = _build_org(i, n_org, seed, n_orgs, used, n_docs)
         docs = sorted(org.docs, key=lambda d: (d["_e"], d["_n"]))
@@ -248,17 +258,25 @@ def generate(n_docs: int, seed: int = 0, n_orgs: int = 1) -> tuple[list[dict], l
                            "category": q["category"],
                            "as_of": None if q["_asof"] is None else q["_asof"].isoformat(),
                            "evidence": ev, "answer": q["answer"]})
+        if people:
+            directory, extra = directory_slice(org, docs, out_docs)
+            all_people += [{"scope": org.scope, **p} for p in directory]
+            out_qs += [{"id": f"{org.scope}:q{len(out_qs) + j + 1:05d}", "scope": org.scope, **q} for j, q in enumerate(extra)]
         all_docs.extend(out_docs)
         all_qs.extend(out_qs)
-    return all_docs, all_qs
+    return all_docs, all_qs, all_people
 
 
-def write(out_dir, n_docs: int, seed: int = 0, n_orgs: int = 1) -> dict:
-    """Write ``docs.jsonl`` and ``questions.jsonl`` under ``out_dir``; returns a summary."""
+def write(out_dir, n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = False) -> dict:
+    """Write ``docs.jsonl`` and ``questions.jsonl`` under ``out_dir`` (``people``: the
+    role-and-alias slice, with ``people.jsonl``); returns a summary."""
     t0 = time.perf_counter()
-    docs, questions = generate(n_docs, seed, n_orgs)
+    docs, questions, directory = generate_with_people(n_docs, seed, n_orgs, people=people)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if people:
+        with open(out / "people.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in directory)
     with open(out / "docs.jsonl", "w", encoding="utf-8") as f:
         f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
     with open(out / "questions.jsonl", "w", encoding="utf-8") as f:
@@ -281,9 +299,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--orgs", type=int, default=1, help="number of organizations, one scope each (default 1)")
     ap.add_argument("--out", required=True, help="output folder for docs.jsonl and questions.jsonl")
+    ap.add_argument("--people", action="store_true",
+                    help="the role-and-alias slice: authors as emails, handles and 'Last, First', people.jsonl, and questions by name and role")
     args = ap.parse_args(argv)
     try:
-        s = write(args.out, args.docs, args.seed, args.orgs)
+        s = write(args.out, args.docs, args.seed, args.orgs, people=args.people)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

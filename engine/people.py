@@ -1,4 +1,4 @@
-"""The people directory: every name a person goes by, and the roles they held when (docs/DESIGN.md §3.7).
+"""The people directory: every name a person goes by, and the roles they held when (docs/DESIGN.md §9).
 
 A person is ``{"name": "Sarah Chen", "aliases": ["schen", "sarah.chen@acme.com", "Chen, Sarah"],
 "roles": [{"role": "CTO", "from": "2023-02-01", "to": "2024-05-31"}]}``: ``aliases`` and

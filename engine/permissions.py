@@ -1,4 +1,4 @@
-"""Changes of who may read what (a document's readers, a group's members; docs/DESIGN.md §8) and of who is who (the people directory, §3.7).
+"""Changes of who may read what (a document's readers, a group's members; docs/DESIGN.md §8) and of who is who (the people directory, §9).
 
 Each change is one commit of the store's access log (``access.py`` folds it; the writer commits
 it), in the writer's turn, checked before anything is written.

@@ -390,7 +390,7 @@ class Store:
     merge = _write("merge")
     wait_merges = _write("wait_merges")
 
-    # --- who may read what, and who is who: the writer's permissions (docs/DESIGN.md §8, §3.7) ----------
+    # --- who may read what, and who is who: the writer's permissions (docs/DESIGN.md §8, §9) ----------
     set_readers = _permission("set_readers")
     add_members = _permission("add_members")
     remove_members = _permission("remove_members")

@@ -14,6 +14,7 @@ Corpora (``--data`` holds what is not in ``../shared``; ``prepare`` writes the s
 | ``locomo`` | all ten (1,982 scored questions) | report |
 | ``org-s1``, ``org-s2`` | ``bench/orgbench/``, 4,000 documents, 2 organizations, seeds 1 and 2 | tuning |
 | ``org-s3``, ``org-s4`` | the same generator, seeds 3 and 4 (never used for tuning) | report |
+| ``org-v1``; ``org-v3``, ``org-v4`` | seeds 1; 3 and 4 with ``--threads varied`` (chat threaded by room and month or quarter, some email threads forked) | tuning; report |
 | ``org-people`` | the generator's role-and-alias slice (``--people``), seed 5: authors as emails, handles and "Last, First", a people directory, questions by name and by role | report |
 | ``lme-dev`` | LongMemEval-S dev split (``../shared/data/longmemeval-s-dev``, 120 questions) | report |
 | ``lme-dev-24`` | its first 24 scopes in sorted order (the baseline's window vectors of all 120 haystacks take hours here) | report |
@@ -48,8 +49,9 @@ LME = SHARED / "data" / "longmemeval-s-dev"
 LOCOMO_TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 ORG_SEEDS = {"org-s1": 1, "org-s2": 2, "org-s3": 3, "org-s4": 4}
 ORG_PEOPLE_SEED = 5  # the role-and-alias slice (orgbench --people), never used for tuning
-TUNING = ("locomo-tune", "org-s1", "org-s2")
-REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "org-people", "lme-dev", "lme-dev-24", "realtalk")
+ORG_VARIED = {"org-v1": 1, "org-v3": 3, "org-v4": 4}  # the same seeds threaded otherwise (orgbench --threads varied)
+TUNING = ("locomo-tune", "org-s1", "org-s2", "org-v1")
+REPORT = ("locomo-report", "locomo", "org-s3", "org-s4", "org-v3", "org-v4", "org-people", "lme-dev", "lme-dev-24", "realtalk")
 
 
 def corpus_paths(name: str, data: Path) -> tuple[Path, Path]:
@@ -92,6 +94,9 @@ def prepare(data: Path) -> None:
     for name, seed in ORG_SEEDS.items():
         if not (data / name / "docs.jsonl").is_file():
             write(data / name, 4000, seed=seed, n_orgs=2)
+    for name, seed in ORG_VARIED.items():
+        if not (data / name / "docs.jsonl").is_file():
+            write(data / name, 4000, seed=seed, n_orgs=2, threads="varied")
     if not (data / "org-people" / "people.jsonl").is_file():
         write(data / "org-people", 4000, seed=ORG_PEOPLE_SEED, n_orgs=2, people=True)
 

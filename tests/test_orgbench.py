@@ -336,3 +336,24 @@ def test_people_slice_keeps_the_main_benchmark_and_its_questions_are_answerable(
 def test_people_slice_cli(tmp_path):
     assert orgbench.main(["--docs", "400", "--seed", "5", "--out", str(tmp_path), "--people"]) == 0
     assert (tmp_path / "people.jsonl").is_file() and (tmp_path / "questions.jsonl").is_file()
+
+
+def test_varied_threads_change_only_the_threads_and_make_long_and_forked_ones():
+    from mempp.bench.orgbench import generate_with_people
+
+    plain_docs, plain_qs = generate(4000, seed=1, n_orgs=2)
+    docs, questions, _ = generate_with_people(4000, seed=1, n_orgs=2, people=False, threads="varied")
+    assert questions == plain_qs
+    assert [{k: v for k, v in d.items() if k != "thread"} for d in docs] == [{k: v for k, v in d.items() if k != "thread"} for d in plain_docs]
+    changed = [(a, b) for a, b in zip(plain_docs, docs) if a["thread"] != b["thread"]]
+    assert {b["channel"] for _, b in changed} == {"chat", "email"}
+    sizes = Counter((d["scope"], d["thread"]) for d in docs if d["channel"] == "chat")
+    assert max(sizes.values()) > 8 >= max(Counter((d["scope"], d["thread"]) for d in plain_docs if d["channel"] == "chat").values())
+    forks = {b["thread"] for _, b in changed if b["channel"] == "email"}
+    assert forks and all(t.endswith("-fork") for t in forks)
+    for t in forks:  # a fork holds the later messages of one plain thread, the earlier ones stay
+        before = {a["thread"] for a, b in zip(plain_docs, docs) if b["thread"] == t}
+        assert len(before) == 1
+        assert any(b["thread"] == next(iter(before)) for b in docs)
+    with pytest.raises(ValueError, match="threads"):
+        generate_with_people(400, threads="long")

@@ -32,6 +32,7 @@ import numpy as np
 
 from .decisions import make_topic
 from .directory import directory_slice
+from .shapes import vary_threads
 from .events import bg_chat, bg_email, bg_meeting, bg_policy, bg_ticket, dispute, incident, role_change_doc
 from .questions import CATEGORIES, make_questions
 from .tables import KINDS
@@ -217,10 +218,14 @@ def generate(n_docs: int, seed: int = 0, n_orgs: int = 1) -> tuple[list[dict], l
     return docs, questions
 
 
-def generate_with_people(n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = True) -> tuple[list[dict], list[dict], list[dict]]:
+def generate_with_people(n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = True,
+                         threads: str = "plain") -> tuple[list[dict], list[dict], list[dict]]:
     """:func:`generate` with the role-and-alias slice (``directory.py``): authors written as emails,
     handles and "Last, First", the slice's questions after each scope's own, and ``people``, each
-    scope's directory (``{"scope", "name", "aliases", "roles"}``). ``people=False``: :func:`generate`'s."""
+    scope's directory (``{"scope", "name", "aliases", "roles"}``). ``people=False``: :func:`generate`'s.
+    ``threads="varied"``: chat threaded by room and month or quarter, some email threads forked (``shapes.py``)."""
+    if threads not in ("plain", "varied"):
+        raise ValueError(f"threads must be 'plain' or 'varied', got {threads!r}")
     n_docs = int(n_docs)
     n_orgs = max(1, int(n_orgs))
     if n_docs < MIN_DOCS_PER_ORG * n_orgs:
@@ -258,6 +263,8 @@ def generate_with_people(n_docs: int, seed: int = 0, n_orgs: int = 1, people: bo
                            "category": q["category"],
                            "as_of": None if q["_asof"] is None else q["_asof"].isoformat(),
                            "evidence": ev, "answer": q["answer"]})
+        if threads == "varied":
+            vary_threads(out_docs, seed, org.scope)
         if people:
             directory, extra = directory_slice(org, docs, out_docs)
             all_people += [{"scope": org.scope, **p} for p in directory]
@@ -267,11 +274,11 @@ def generate_with_people(n_docs: int, seed: int = 0, n_orgs: int = 1, people: bo
     return all_docs, all_qs, all_people
 
 
-def write(out_dir, n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = False) -> dict:
+def write(out_dir, n_docs: int, seed: int = 0, n_orgs: int = 1, people: bool = False, threads: str = "plain") -> dict:
     """Write ``docs.jsonl`` and ``questions.jsonl`` under ``out_dir`` (``people``: the
     role-and-alias slice, with ``people.jsonl``); returns a summary."""
     t0 = time.perf_counter()
-    docs, questions, directory = generate_with_people(n_docs, seed, n_orgs, people=people)
+    docs, questions, directory = generate_with_people(n_docs, seed, n_orgs, people=people, threads=threads)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if people:
@@ -301,9 +308,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="output folder for docs.jsonl and questions.jsonl")
     ap.add_argument("--people", action="store_true",
                     help="the role-and-alias slice: authors as emails, handles and 'Last, First', people.jsonl, and questions by name and role")
+    ap.add_argument("--threads", choices=("plain", "varied"), default="plain",
+                    help="varied: chat threaded by room and month or quarter, some email threads forked in two (default plain)")
     args = ap.parse_args(argv)
     try:
-        s = write(args.out, args.docs, args.seed, args.orgs, people=args.people)
+        s = write(args.out, args.docs, args.seed, args.orgs, people=args.people, threads=args.threads)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ISO date or datetime: use the store as it was known then (the newest version committed by then)")
     p.add_argument("--version", type=int, default=None, help="use this committed version of the store (see `mempp versions`)")
     p.add_argument("--author", action="append", default=None,
-                   help="only documents by this author (repeatable; case and spacing do not matter; a name no author has is an error naming the closest)")
+                   help="only documents by this author (repeatable; case and spacing do not matter; a name, alias or role of the people directory means every label of that person; a name nobody has is an error naming the closest)")
     p.add_argument("--date-from", default=None, metavar="DATE", help="only documents dated on or after this ISO date")
     p.add_argument("--date-to", default=None, metavar="DATE", help="only documents dated on or before this ISO date (a date alone: its end)")
     p.add_argument("--thread", action="append", default=None, help="only this thread (repeatable)")

@@ -29,10 +29,14 @@ from mempp.storage import Snapshot
 from mempp.export import add_export, read_export, read_header, write_export
 
 WORDS = "uptime sla budget vendor outage travel policy salary audit launch".split()
-AUTHORS = ["Ann Lee", "Ben Ortiz", "Cleo Diaz"]
+AUTHORS = ["Ann Lee", "Ben Ortiz", "Cleo Diaz", "bortiz", "Diaz, Cleo"]
+# the people directory a world may hold: an alias, and a role that changes hands
+PEOPLE = [{"name": "Ben Ortiz", "aliases": ["bortiz"], "roles": [{"role": "CTO", "to": "2023-03-31"}]},
+          {"name": "Cleo Diaz", "roles": [{"role": "CTO", "from": "2023-04-01"}]}]
 THREADS = ["t1", "t2", None]
 PRINCIPALS = ["user:ann", "user:ben", "group:hr", "group:ops", "user:zed"]
-QUERIES = ["uptime sla", "salary policy", "travel budget outage", "what did ann say about the vendor", "audit launch sla"]
+QUERIES = ["uptime sla", "salary policy", "travel budget outage", "what did ann say about the vendor", "audit launch sla",
+           "what did the cto say about the sla", "what did Ben say about the budget"]
 DATES = [None, "2023-03-01", "2023-08-01"]
 
 
@@ -108,6 +112,13 @@ def differences(store: mempp.Store, principal: str, path: Path) -> list[str]:
             bad.append(f"documents: {docs}")
         if store.authors(principal=principal) != o.authors():
             bad.append(f"authors: {store.authors(principal=principal)} != {o.authors()}")
+        if store.people(principal=principal) != o.people():
+            bad.append(f"people: {store.people(principal=principal)} != {o.people()}")
+        for who in ("CTO", "Ben Ortiz", "diaz, cleo"):  # the authors filter through the directory
+            for as_of in DATES:
+                mine, want = store.query("sla budget", authors=who, as_of=as_of, principal=principal), o.query("sla budget", authors=who, as_of=as_of)
+                if not same_hits(hits_of(mine), hits_of(want)):
+                    bad.append(f"authors={who!r} as_of={as_of}: {hits_of(mine)} != {hits_of(want)}")
         keys = ("documents", "active", "superseded", "undated", "first_date", "last_date", "authors", "threads")
         mine_s, want_s = store.stats(principal=principal), o.stats()
         if {k: mine_s[k] for k in keys} != {k: want_s[k] for k in keys}:
@@ -147,6 +158,7 @@ world = st.fixed_dictionaries(
         "members": st.lists(st.tuples(st.sampled_from(["group:hr", "group:ops"]), st.sampled_from(["user:ann", "user:ben", "group:ops"])), max_size=3),
         "changes": st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.one_of(st.none(), st.lists(st.sampled_from(PRINCIPALS[:4]), min_size=1, max_size=2))), max_size=3),
         "erased": st.lists(st.sampled_from(["a", "b", "e", "f"]), max_size=2),
+        "people": st.booleans(),
     }
 )
 
@@ -171,6 +183,8 @@ def build(path: Path, w: dict) -> mempp.Store:
     for key, readers in w["changes"]:
         if store.searcher().doc_ids(key):
             store.set_readers(key, readers)
+    if w.get("people"):
+        store.add_people(PEOPLE)
     for key in w.get("erased", ()):  # an erased document is as if never stored, for every principal
         if store.searcher().doc_ids(key):
             store.erase(key, reason="test")

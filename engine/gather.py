@@ -483,6 +483,8 @@ def chunk_options(searcher, as_ofs: list, k: int, n_texts: int, kwargs: dict, sh
         raise ValidationError("not supported in a batch; resolve dates per question first", field="question_dates")
     kwargs = {key: v for key, v in kwargs.items() if key != "question_dates"}
     opts = searcher.batch_options(as_ofs, k=k, **kwargs)  # clamped to the version's size
+    matcher = searcher.name_matcher
+    opts = [matcher.resolved(o) for o in opts]  # authors= by name, alias or role, as each query's as_of means it
     principal = opts[0].principal if opts else kwargs.get("principal")
     if searcher.reader(principal) is not searcher and sharded:  # as query_stream checks it; a reader of part of the store:
         raise ValidationError(  # its statistics are its own, which shards of the whole store do not hold

@@ -124,6 +124,24 @@ def test_sharded_rows_equal_query_batch(threaded, options):
             assert got.equals(want), (n_shards, options)
 
 
+def test_sharded_equal_with_a_people_directory(tmp_path):
+    """Roles and aliases in questions and in authors= resolve in the shards' driver as in query_batch."""
+    path = build(tmp_path / "s", seed=6, commits=2, per=60)
+    with mempp.Store.open(path) as store:
+        store.add_people([{"name": "Ben Ortiz", "aliases": ["bo"], "roles": [{"role": "CTO", "to": "2023-06-30"}]},
+                          {"name": "Eve Kim", "roles": [{"role": "CTO", "from": "2023-07-01"}]}])
+    texts, as_ofs = questions(7, n=12)
+    texts += ["what did the cto say about the budget", "bo budget"] * 2
+    as_ofs += ["2023-03-15", "2023-03-15", "2023-11-15", None]
+    with mempp.Store.open(path, read_only=True) as store:
+        for options in ({}, {"authors": "CTO"}, {"authors": ["bo"], "reserve": False}):
+            want = store.query_batch(texts, as_of=as_ofs, **options)
+            assert want.num_rows and (not options or set(want.column("key").to_pylist()) < {r.key for r in store.documents()})
+            got, _ = sharded(store, texts, as_ofs, 3, **options)
+            assert got.equals(want), options
+        assert store.query_batch(["budget"], as_of="2023-11-15", authors="CTO").num_rows  # Eve Kim's, through the role
+
+
 @pytest.mark.parametrize("kind", ["windows", "float32 copy, no threads", "windows and threads, float32"])
 def test_sharded_equal_on_other_stores(tmp_path, kind):
     path = {

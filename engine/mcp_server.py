@@ -63,8 +63,8 @@ DESCRIPTIONS = {
         "Find the memories that answer a question, best first: the original text of each with its date "
         "and author. `as_of` (ISO date or datetime) answers as the record stood then: memories dated "
         "later, and replacements that took effect later, are left out, so the answer is what was "
-        "true on that date; without it, what holds now. Filter by `authors` or `channels` when the "
-        "question names them."
+        "true on that date; without it, what holds now. Filter by `authors` (a name, an alias, or a "
+        "role such as \"CTO\", meaning whoever held it at `as_of`) or `channels` when the question names them."
     ),
     "get": "Read one memory by its id: its text, author, date, and until when it held (`valid_until`, null if it still holds).",
     "history": "Every version stored under an id, oldest first, each with the date it was replaced (`valid_until`, null for the one that still holds).",

@@ -29,21 +29,29 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.where(n > 0, n, 1)
 
 
-def rescore_share(docs: np.ndarray, questions: np.ndarray, bits: int, per_dim: bool, centred: bool, depth: int = 50) -> tuple[float, float]:
-    """``(median share of documents left to rescore, mean error norm)`` for one code."""
+def code(docs: np.ndarray, bits: int, per_dim: bool, centred: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(the documents as the code gives them back, each one's error norm)``."""
     mu = docs.mean(axis=0) if centred else np.zeros(docs.shape[1], dtype=np.float32)
     x = docs - mu
     top = 2 ** (bits - 1) - 1
     scale = (np.quantile(np.abs(x), 0.999, axis=0)[None, :] if per_dim else np.abs(x).max(axis=1, keepdims=True)) / top
     scale = np.where(scale > 0, scale, 1)
     approx = np.clip(np.round(x / scale), -top, top) * scale
-    err = np.linalg.norm(x - approx, axis=1)
-    est = questions @ (approx + mu).T
-    shares = []
-    for row in est:
-        kth = np.partition(row - err, -depth)[-depth]  # the depth-th best lower bound
-        shares.append(float(np.mean(row + err >= kth)))
-    return float(np.median(shares)), float(err.mean())
+    return approx + mu, np.linalg.norm(x - approx, axis=1)
+
+
+def kept(estimates: np.ndarray, err: np.ndarray, depth: int) -> np.ndarray:
+    """Which documents one question's scan must rescore: those whose upper bound reaches the
+    ``depth``-th best lower bound (every other one is provably outside the top ``depth``)."""
+    kth = np.partition(estimates - err, -depth)[-depth]
+    return estimates + err >= kth
+
+
+def rescore_share(docs: np.ndarray, questions: np.ndarray, bits: int, per_dim: bool, centred: bool, depth: int = 50) -> tuple[float, float]:
+    """``(median share of documents left to rescore, mean error norm)`` for one code."""
+    approx, err = code(docs, bits, per_dim, centred)
+    est = questions @ approx.T
+    return float(np.median([np.mean(kept(row, err, depth)) for row in est])), float(err.mean())
 
 
 def main(argv=None) -> int:
@@ -58,7 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.vectors:
-        docs, questions = np.load(args.vectors), np.load(args.query_vectors)
+        docs = np.load(args.vectors, allow_pickle=False)
+        questions = np.load(args.query_vectors, allow_pickle=False)
     elif args.docs and args.questions:
         from mempp.bench.evaluate import make_embedder
         from mempp.embedder import embed_queries

@@ -119,7 +119,7 @@ class Searcher:
         (built again when the directory changes)."""
         people = self.access().directory
         found = self._matcher
-        if found is None or found.people is not people:
+        if found is None or (found.people is not people and found.people != people):  # a refolded log: compare
             with self._matcher_lock:
                 view = isinstance(self._snap, ReaderView)
                 found = self._matcher = NameMatcher(self._snap.authors.readable_names if view else self._snap.authors.names, people)

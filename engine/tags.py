@@ -1,8 +1,10 @@
 """The tag leg (docs/DESIGN.md §3.2): which authors a question names, and their candidate documents.
 
-Owns author-name matching (the exact label, the full name, a first or last name) and the
-unranked set of candidates those authors wrote (the planner orders them by BM25, date and
-ingest order). It must never import the other legs, fusion, the planner or the store.
+Owns author-name matching (the exact label, the full name, a first or last name, and through the
+people directory of ``people.py`` an alias or a role held at the time asked about; docs/DESIGN.md
+§9), the resolution of an ``authors=`` filter through it, and the unranked set of candidates
+those authors wrote (the planner orders them by BM25, date and ingest order). It must never
+import the other legs, fusion, the planner or the store.
 
 Never imports: lexical, vector, vector_batch, fusion, planner, store.
 """

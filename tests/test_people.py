@@ -276,3 +276,16 @@ def test_people_command_and_eval_directory(tmp_path, org):
     with_dir = evaluate(bench / "docs.jsonl", bench / "questions.jsonl", cfg, progress=False)
     assert without["config"]["people"] == 0 and with_dir["config"]["people"] == 2
     assert with_dir["overall"]["recall@1"] == 1.0
+
+
+def test_a_parquet_file_of_people(tmp_path, org):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"name": "Bob Ray", "aliases": ["bray"], "roles": [{"role": "CTO", "from": "2023-02-01", "to": None}]},
+                                         {"name": "Ann Lee", "aliases": None, "roles": None}]), tmp_path / "people.parquet")
+    assert org.add_people(tmp_path / "people.parquet") == 2
+    assert org.people()[0] == {"name": "Bob Ray", "aliases": ["bray"], "roles": [{"role": "CTO", "from": "2023-02-01", "to": None}]}
+    pq.write_table(pa.Table.from_pylist([{"name": "X", "roles": [{"role": "CTO", "from": "never", "to": None}]}]), tmp_path / "bad.parquet")
+    with pytest.raises(mempp.ValidationError, match=r"bad.parquet: row 1.*roles\[0\].from"):
+        org.add_people(tmp_path / "bad.parquet")

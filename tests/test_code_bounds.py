@@ -19,9 +19,13 @@ def test_the_bound_keeps_every_document_of_the_exact_top_and_fewer_bits_keep_mor
         for per_dim in (False, True):
             approx, err = code_bounds.code(docs, bits, per_dim, centred=True)
             assert np.all(np.abs(np.einsum("ij,ij->i", docs - approx, docs - approx) - err ** 2) < 1e-5)
+            assert np.all(np.abs((docs - approx) @ questions.T) <= err[:, None] + 1e-6)  # |q . e| <= |e|
             for q in questions:
-                exact_top = np.argsort(-(docs @ q))[:50]
-                assert code_bounds.kept(approx @ q, err, 50)[exact_top].all()
+                est = approx @ q
+                got = code_bounds.kept(est, err, 50)
+                assert got[np.argsort(-(docs @ q))[:50]].all()  # the exact top is never dropped
+                floor = np.sort(est - err)[::-1][49]  # brute force: the 50th best lower bound
+                assert np.array_equal(got, est + err >= floor)
     np.save(tmp_path / "d.npy", docs)
     np.save(tmp_path / "q.npy", questions)
     assert code_bounds.main(["--vectors", str(tmp_path / "d.npy"), "--query-vectors", str(tmp_path / "q.npy"), "--json"]) == 0

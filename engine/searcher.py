@@ -468,6 +468,7 @@ class Searcher:
             valid_until=None if vu == FOREVER else from_us(vu),
             superseded_by=None if vu == FOREVER else self._replacement(doc),
             readers=None if isinstance(snap, ReaderView) else self.access().readers.get(doc),
+            person=self.name_matcher.person_names.get(r["author"]),
             **extra,
         )
 

@@ -68,6 +68,8 @@ class NameMatcher:
                 for k in keys:
                     by_form[k] = i
             self.codes[i].append(code)
+        self.person_names = {self.names[c]: e["name"] for e, codes in zip(self.entries, self.codes) if e is not None
+                             for c in codes if self.names[c] != e["name"]}  # label -> the directory's name for it
         self.phrases: dict[str, list[tuple[tuple[str, ...], int]]] = {}  # first word -> (phrase, person)
         self.by_token: dict[str, set[int]] = {}
         for i, fs in enumerate(forms):

@@ -74,6 +74,7 @@ class Record:
     superseded_by: Replacement | None = None  # the document that replaced it on valid_until (None while it holds)
     readers: tuple[str, ...] | None = None  # who may read it now (None: everyone; mempp.access)
     reader_periods: tuple[dict[str, Any], ...] | None = None  # history(): who could read it, from when to when
+    person: str | None = None  # the people directory's name for the author, where the label differs ("schen": "Sarah Chen")
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -91,6 +92,8 @@ class Record:
             "text": self.text,
             "meta": self.meta,
         }
+        if self.person is not None:
+            out["person"] = self.person
         if self.reader_periods is not None:
             out["reader_periods"] = [
                 {"from": p["from"].isoformat(), "until": p["until"].isoformat() if p["until"] else None, "readers": p["readers"]}

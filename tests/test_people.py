@@ -289,3 +289,15 @@ def test_a_parquet_file_of_people(tmp_path, org):
     pq.write_table(pa.Table.from_pylist([{"name": "X", "roles": [{"role": "CTO", "from": "never", "to": None}]}]), tmp_path / "bad.parquet")
     with pytest.raises(mempp.ValidationError, match=r"bad.parquet: row 1.*roles\[0\].from"):
         org.add_people(tmp_path / "bad.parquet")
+
+
+def test_evidence_names_the_person_beside_the_label_as_written(org):
+    assert org.get("chat").person is None  # no directory: the label alone
+    org.add_people(PEOPLE)
+    rec = org.get("chat")
+    assert (rec.author, rec.person, rec.to_dict()["person"]) == ("bray", "Bob Ray", "Bob Ray")
+    assert "person" not in org.get("lunch").to_dict()  # Sam Poe is in no entry
+    hits = org.query("what did the CTO approve?", as_of="2023-08-01", k=2)
+    text = mempp.format_evidence(hits)
+    assert "Bob Ray (as bray):" in text or "Bob Ray (as bob.ray@acme.com):" in text
+    assert org.history("office")[0].person == "Ann Lee"

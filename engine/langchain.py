@@ -45,6 +45,7 @@ def hit_document(hit: Hit, plan: Plan | None = None) -> Document:
         "doc_id": hit.doc_id,
         "date": hit.date.isoformat() if hit.date else None,
         "author": hit.author,
+        **({"person": hit.person} if hit.person else {}),  # the people directory's name for that author
         "thread": hit.thread,
         "channel": hit.channel,
         "valid_until": hit.valid_until.isoformat() if hit.valid_until else None,

@@ -95,6 +95,7 @@ def record_dict(r: Record) -> dict[str, Any]:
         "doc_id": r.doc_id,
         "date": _iso(r.date),
         "author": r.author,
+        **({"person": r.person} if r.person else {}),  # the people directory's name for that author
         "thread": r.thread,
         "channel": r.channel,
         "valid_until": _iso(r.valid_until),

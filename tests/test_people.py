@@ -301,3 +301,15 @@ def test_evidence_names_the_person_beside_the_label_as_written(org):
     text = mempp.format_evidence(hits)
     assert "Bob Ray (as bray):" in text or "Bob Ray (as bob.ray@acme.com):" in text
     assert org.history("office")[0].person == "Ann Lee"
+
+
+def test_agents_see_the_person_too(org):
+    from mempp.mcp_server import record_dict
+
+    org.add_people(PEOPLE)
+    assert record_dict(org.get("chat"))["person"] == "Bob Ray" and "person" not in record_dict(org.get("lunch"))
+    pytest.importorskip("langchain_core")
+    from mempp.langchain import hit_document
+
+    hits = org.query("what did the CTO approve?", as_of="2023-08-01", k=4)
+    assert {hit_document(h).metadata.get("person") for h in hits if h.author in ("bray", "bob.ray@acme.com")} == {"Bob Ray"}

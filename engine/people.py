@@ -146,9 +146,9 @@ def check_people(people: Any) -> list[dict[str, Any]]:
     Two entries for one name are refused."""
     if isinstance(people, (str, Path)):
         return read_people(people)
-    if isinstance(people, dict) or isinstance(people, (bytes, str)) or not isinstance(people, Iterable):
+    if isinstance(people, (dict, bytes)) or not isinstance(people, Iterable):
         raise ValidationError(f"expected a list of people or a file of them, got {type(people).__name__}", field="people")
-    return _distinct([check_person(rec, i) for i, rec in enumerate(people)], [i for i, _ in enumerate(people)] if isinstance(people, list) else None)
+    return _distinct([check_person(rec, i) for i, rec in enumerate(people)], None)  # a record is named by its index
 
 
 def read_people(path: str | Path) -> list[dict[str, Any]]:
@@ -168,6 +168,7 @@ def read_people(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _distinct(people: list[dict], where: list | None) -> list[dict]:
+    """``people``, refused when two share a name (``where[i]`` names record ``i``; None: its index)."""
     seen: dict[tuple, int] = {}
     for i, p in enumerate(people):
         k = name_key(p["name"])

@@ -55,7 +55,7 @@ def _month_end(y, m) -> date | None:
     return date(y, m, calendar.monthrange(y, m)[1])
 
 
-_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")  # a year from 1800 to 2199 (the patterns check the digits around it)
+_YEAR = re.compile(r"(?<!\w)(?:1[89]|2[01])\d\d(?!\w)")  # a year from 1800 to 2199 standing alone, as every day pattern writes it
 _SPAN = 40  # a full date is written within this many characters of its year
 
 

@@ -291,3 +291,15 @@ def test_every_day_a_text_names_is_found_whatever_lies_between(gap):
 
     text = "on 2021-01-05" + " " * gap + " 2023-03-12." + " " * 100 + "Then March 4, 2024 and 9 June 2022 (and 2019 alone)"
     assert days_named(text) == {date(2021, 1, 5), date(2023, 3, 12), date(2024, 3, 4), date(2022, 6, 9)}
+
+
+def test_year_like_numbers_inside_words_name_no_day():
+    """A number glued to letters or digits ("w2023", "ID-20231", "x2023-03-12") is no year: only the
+    dates written apart are found, however many such words lie around them."""
+    from datetime import date
+
+    from mempp.question_dates import days_named
+
+    noise = " ".join(f"w{y} {y}1 A{y}" for y in range(1990, 2030))
+    text = f"{noise} on 2021-01-05, x2023-03-12 and 12 March 2023x; {noise} then March 4, 2024. {noise}"
+    assert days_named(text) == {date(2021, 1, 5), date(2024, 3, 4)}

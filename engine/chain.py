@@ -82,6 +82,15 @@ def _excluded(snap: Snapshot, question: str) -> np.ndarray:
     return np.union1d(query_terms(snap, question), small)
 
 
+def member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_set)`` for a sorted ``sorted_set``, by binary search (``np.isin``'s
+    set-up costs more than the search on the few dozen values a query has)."""
+    if len(sorted_set) == 0 or len(values) == 0:
+        return np.zeros(len(values), dtype=np.bool_)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
+
+
 def _trim(kept: dict) -> None:
     """Drop the oldest entries past ``DOC_TERMS_KEPT`` (best effort: queries of other threads may
     add at the same time)."""
@@ -183,24 +192,24 @@ def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hit
         v = CHAIN_SHARE * fused[h]
         got: list[int] = list(linked.get(h, ()))
         ids, days = terms.get(h, (np.zeros(0, dtype=np.int64), frozenset()))
-        ids = ids[~np.isin(ids, exclude, assume_unique=True)]
+        ids = ids[~member(ids, exclude)]
         df = term_dfs(snap, ids)  # once per hit: both links select by it
         rare = rare_terms(snap, ids, df)
         if len(rare):
             scores = lexical_doc_scores(snap, rare, pool)
             own = float(scores[order.index(h)])
             if own > 0:
-                got += [d for d, s in zip(order, scores.tolist()) if d != h and s >= CHAIN_MIN_MATCH * own]
+                got += pool[(scores >= CHAIN_MIN_MATCH * own) & (pool != h)].tolist()
         if CHAIN_DAYS and days and len(ids):
             if pool_days is None:
                 raw = snap.dates[pool]
                 pool_days = np.where(raw == NAT, np.iinfo(np.int64).min, raw // DAY_US)
-            on_day = pool[np.isin(pool_days, list(days)) & (pool != h)]
+            on_day = pool[member(pool_days, np.array(sorted(days), dtype=np.int64)) & (pool != h)]
             if len(on_day):
                 sc = lexical_doc_scores(snap, uncommon_terms(snap, ids, df), on_day)
                 best = float(sc.max())
                 if best > 0:
-                    got += [d for d, x in zip(on_day.tolist(), sc.tolist()) if x >= CHAIN_DAY_MATCH * best]
+                    got += on_day[sc >= CHAIN_DAY_MATCH * best].tolist()
         got = [d for d in dict.fromkeys(got) if v > lifted[d]]
         for d in got:
             lifted[d] = v

@@ -16,6 +16,7 @@ import numpy as np
 from mempp.kernels.rrf import RESERVE_SLOTS, rrf_select
 
 RRF_C = 60
+SMALL = 24  # fewer documents than this are ordered in Python (numpy's calls cost more there)
 
 
 def rrf(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], c: int = RRF_C) -> dict[int, float]:
@@ -32,7 +33,11 @@ def rrf(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], c: 
 
 def fused_order(scores: Mapping[int, float]) -> list[int]:
     """Documents by fused score, the later-ingested (higher doc id) first on ties."""
-    return sorted(scores, key=lambda d: (-scores[d], -d))
+    if len(scores) < SMALL:
+        return sorted(scores, key=lambda d: (-scores[d], -d))
+    docs = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    return docs[np.lexsort((-docs, -values))].tolist()
 
 
 def select(
@@ -70,12 +75,21 @@ def select_ranked(
         return [(d, False) for d in ranked[:k]]
     n_fused = min(max(k - RESERVE_SLOTS, 0), len(ranked))
     out = [(d, False) for d in ranked[:n_fused]]
-    pool = [
-        d for place, d in enumerate(ranked)
-        if place >= n_fused and dates[d] is not undated and dates[d] != undated and (qualifies is None or qualifies(d, place))
-    ]
-    pool.sort(key=lambda d: (-int(dates[d]), -d))
-    picks = pool[: k - n_fused]
+    if isinstance(dates, np.ndarray) and len(ranked) - n_fused >= SMALL:
+        rest = np.asarray(ranked[n_fused:], dtype=np.int64)
+        places = np.flatnonzero(dates[rest] != undated)
+        if qualifies is not None:
+            keep = [qualifies(d, n_fused + p) for d, p in zip(rest[places].tolist(), places.tolist())]
+            places = places[np.array(keep, dtype=np.bool_)]
+        docs = rest[places]
+        picks = docs[np.lexsort((-docs, -dates[docs]))[: k - n_fused]].tolist()
+    else:
+        pool = [
+            d for place, d in enumerate(ranked)
+            if place >= n_fused and dates[d] is not undated and dates[d] != undated and (qualifies is None or qualifies(d, place))
+        ]
+        pool.sort(key=lambda d: (-int(dates[d]), -d))
+        picks = pool[: k - n_fused]
     out += [(d, True) for d in picks]
     taken = set(picks)
     for d in ranked[n_fused:]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from mempp.kernels.rrf import RESERVE_SLOTS
 
-from .chain import chain_lift
+from .chain import chain_lift, member
 from .fusion import fused_order, select_ranked
 
 SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
@@ -100,7 +100,7 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
     scores = lexical_doc_scores(snap, ids, wanted)
     floor = share * float(scores.max()) if share > 0 and len(scores) else 0.0
     ok = (scores > 0) & (scores >= floor)
-    mine = np.isin(wanted, np.asarray(docs, dtype=np.int64))
+    mine = member(wanted, np.unique(np.asarray(docs, dtype=np.int64)))
     return set(wanted[ok & mine].tolist())
 
 

@@ -224,3 +224,44 @@ def test_fuse_on_arrays_equals_rrf_then_select(case, reserve):
     assert chosen == select(want_scores, {d: (None if arr[d] == undated else int(arr[d])) for d in want_scores}, k, reserve)
     assert fused == want_scores
     assert all(type(d) is int for d, _ in chosen) and all(type(v) is float for v in fused.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=24, max_size=90, unique=True), st.data())
+def test_long_lists_take_the_array_paths_and_match_the_model(docs, data):
+    """From ``SMALL`` documents on, the fused order and the reserve's choice are made on arrays; both
+    equal the plain model (few distinct scores and dates: ties everywhere), and with a rule for
+    the reserve (``qualifies``) the array path equals the Python one."""
+    from mempp.fusion import SMALL, fused_order, select_ranked
+
+    assert len(docs) >= SMALL
+    scores = {d: data.draw(st.sampled_from([1 / 60, 1 / 61, 2 / 61, 1 / 62, 0.5])) for d in docs}
+    order = fused_order(scores)
+    assert order == sorted(scores, key=lambda d: (-scores[d], -d))
+    undated = -(2**63)
+    arr = np.full(301, undated, dtype=np.int64)
+    for d in docs:
+        if data.draw(st.integers(0, 4)):
+            arr[d] = data.draw(st.integers(0, 5)) * 86_400_000_000
+    k = data.draw(st.integers(0, len(docs) + 4))
+    reserve = data.draw(st.booleans())
+    as_dict = {d: (None if arr[d] == undated else int(arr[d])) for d in docs}
+    assert select_ranked(order, arr, undated, k, reserve) == model_select(scores, as_dict, k, reserve)
+    banned = set(data.draw(st.lists(st.sampled_from(docs), unique=True))) if docs else set()
+    cut = data.draw(st.integers(0, len(docs) + 1))
+
+    def qualifies(d, place):
+        return place < cut and d not in banned
+
+    python_path = select_ranked(order, {d: int(arr[d]) for d in docs}, undated, k, reserve, qualifies)
+    assert select_ranked(order, arr, undated, k, reserve, qualifies) == python_path
+
+
+def test_member_is_isin_on_a_sorted_set():
+    from mempp.chain import member
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        s = np.unique(rng.integers(-5, 40, rng.integers(0, 12)))
+        v = rng.integers(-8, 45, rng.integers(0, 30))
+        assert np.array_equal(member(v, s), np.isin(v, s))

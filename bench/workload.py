@@ -143,19 +143,61 @@ def generate(n: int, clustered: bool = False) -> Workload:
     return Workload(n, clustered, offs, toks, dates, active, emb, qtok, qemb, as_of)
 
 
+STREAM_FROM = 2_000_000  # from this many documents the cache is written chunk by chunk (10M: 15 GB of embeddings)
+
+
 def load(n: int, clustered: bool = False) -> Workload:
-    """The workload of ``n`` documents, cached as .npy files under ``$PERF_DATA``."""
+    """The workload of ``n`` documents, cached as .npy files under ``$PERF_DATA``; the embeddings
+    (and, from ``STREAM_FROM`` documents, the word ids) memory-mapped."""
     d = _cache_dir() / (f"n{n}" + ("-clustered" if clustered else ""))
     if not all((d / f"{k}.npy").exists() for k in _NAMES):
-        w = generate(n, clustered)
         d.mkdir(parents=True, exist_ok=True)
-        for k in _NAMES:
-            tmp = d / f".{k}.tmp.npy"
-            np.save(tmp, getattr(w, k))
-            os.replace(tmp, d / f"{k}.npy")
-        return w
-    arrs = {k: np.load(d / f"{k}.npy", mmap_mode="r" if k == "emb" else None, allow_pickle=False) for k in _NAMES}
+        if n >= STREAM_FROM:
+            _write_chunks(d, n, clustered)
+        else:
+            w = generate(n, clustered)
+            for k in _NAMES:
+                tmp = d / f".{k}.tmp.npy"
+                np.save(tmp, getattr(w, k))
+                os.replace(tmp, d / f"{k}.npy")
+            return w
+    mapped = ("emb", "toks") if n >= STREAM_FROM else ("emb",)
+    arrs = {k: np.load(d / f"{k}.npy", mmap_mode="r" if k in mapped else None, allow_pickle=False) for k in _NAMES}
     return Workload(n=n, clustered=clustered, **arrs)
+
+
+def _write_chunks(d: Path, n: int, clustered: bool) -> None:
+    """:func:`generate`'s arrays written to ``d`` one chunk at a time (the same values: each chunk
+    has its own random streams), so memory holds one chunk, not the whole workload."""
+    if n % CHUNK:
+        raise ValueError(f"n={n}: use a multiple of {CHUNK}")
+    small = generate(CHUNK, clustered)  # the queries depend on no chunk
+    chunks = n // CHUNK
+    lens = [np.random.default_rng([SEED, _LEN, c]).integers(LEN_MIN, LEN_MAX + 1, size=CHUNK) for c in range(chunks)]
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(lens), out=offs[1:])
+    out = {
+        k: np.lib.format.open_memmap(d / f".{k}.tmp.npy", mode="w+", dtype=dt, shape=shape)
+        for k, dt, shape in (
+            ("toks", np.int32, (int(offs[-1]),)), ("dates", np.int32, (n,)), ("active", np.bool_, (n,)), ("emb", np.float32, (n, DIM)),
+        )
+    }
+    cdf = zipf_cdf()
+    centres = _centres() if clustered else None
+    for c in range(chunks):
+        _, toks, dates, active, emb = _chunk(c, CHUNK, cdf, centres)
+        a, b = c * CHUNK, (c + 1) * CHUNK
+        out["toks"][offs[a] : offs[b]] = toks
+        out["dates"][a:b], out["active"][a:b], out["emb"][a:b] = dates, active, emb
+    for k, arr in out.items():
+        arr.flush()
+        del arr
+    out.clear()
+    np.save(d / ".offs.tmp.npy", offs)
+    for k in ("qtok", "qemb", "as_of"):
+        np.save(d / f".{k}.tmp.npy", getattr(small, k))
+    for k in _NAMES:
+        os.replace(d / f".{k}.tmp.npy", d / f"{k}.npy")
 
 
 def _du(path: Path) -> int:

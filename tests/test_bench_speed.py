@@ -69,3 +69,16 @@ def test_bench_checks_pass_on_a_small_store(tmp_path, monkeypatch, capsys):
     # which kernel each figure used: the int8 scan's (VNNI, AVX2 or the portable loop) and query_batch's
     assert s["kernels"]["int8 scan"] == kernel_path() and s["kernels"]["query_batch"] == batch_kernel_path()
     assert f"int8 scan: {kernel_path()}; query_batch: {batch_kernel_path()}" in printed
+
+
+def test_a_large_workload_is_written_chunk_by_chunk_with_the_same_arrays(tmp_path, monkeypatch):
+    """From ``STREAM_FROM`` documents the cache is written one chunk at a time (10M documents would
+    not fit in memory at once): the arrays equal ``generate``'s, and the word ids come back mapped."""
+    monkeypatch.setenv("PERF_DATA", str(tmp_path))
+    monkeypatch.setattr(W, "STREAM_FROM", 200_000)
+    streamed = W.load(200_000)
+    whole = W.generate(200_000)
+    for k in W._NAMES:
+        assert np.array_equal(np.asarray(getattr(streamed, k)), getattr(whole, k)), k
+    assert isinstance(streamed.toks, np.memmap) and isinstance(streamed.emb, np.memmap)
+    assert not list(tmp_path.rglob(".*.tmp.npy"))

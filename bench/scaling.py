@@ -1,0 +1,136 @@
+"""The scaling table: the peers' speed workload at several sizes (10k to 10M documents), with every
+default option, embeddings supplied, one thread.
+
+    OPENBLAS_NUM_THREADS=1 python -m mempp.bench.scaling --dir DIR [--sizes 10000,100000,1000000,10000000]
+        [--queries 200] [--ann-up-to 100000] [--json OUT]
+
+For each size: the store is built at ``DIR/n<N>`` on first use (``workload.build``: ingest rate,
+embeddings supplied, the workload's inactive tenth retired), then a fresh process opens it and
+measures: open (every file checksummed), ``make_resident``, resident memory after both (VmRSS) and
+its peak before the bandwidth probe; the default query's p50 and p95 over ``--queries`` queries (feedback included) and with
+``feedback=0``; ``query_batch`` of the same queries in one call (queries per second); and beside
+each query figure its limit: the bytes of int8 copy its scans read (each candidate's 384 bytes,
+once per scan: two with feedback) over the read bandwidth measured in the same process
+(``membw.membw_gbs``). Up to ``--ann-up-to`` documents the HNSW index is built too (timed) and the
+default query is also timed with ``vector_index="ann"``; above it the table says it was not built.
+The workload is generated once and cached under ``$PERF_DATA`` (10M documents: 21 GB, written
+chunk by chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+DAY_US = 86_400_000_000
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(path: Path, n: int, queries: int, ann: bool) -> dict[str, Any]:
+    """One store, measured in this (fresh) process."""
+    import mempp
+    from mempp import planner as P
+    from mempp.kernels.int8dot import kernel_path
+
+    from .membw import membw_gbs
+    from .workload import load
+
+    t = time.perf_counter()
+    store = mempp.Store.open(path, read_only=True, embedder=mempp.HashEmbedder(dim=384))
+    open_s = time.perf_counter() - t
+    t = time.perf_counter()
+    store.make_resident()
+    resident_s = time.perf_counter() - t
+    rss = _rss_mb()
+    w = load(n)
+    q = min(queries, len(w.as_of))
+    qemb = np.array(w.qemb[:q], dtype=np.float32)
+    texts = [w.query_text(i) for i in range(q)]
+    days = [str(np.datetime64(int(a), "D")) for a in np.asarray(w.as_of)[:q]]
+    snap = store.searcher().snapshot
+    cand = np.array([int(np.count_nonzero(P.candidate_mask(snap, P.QueryOptions(k=10, as_of=(int(a) + 1) * DAY_US - 1))))
+                     for a in np.asarray(w.as_of)[:q]])
+    store.query_batch(texts[:8], qemb[:8], k=10, as_of=days[:8])  # loads the batch kernels
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the bandwidth probe's 1 GiB
+    gbs = membw_gbs()
+    variants: dict[str, dict] = {"default": {}, "feedback=0": {"feedback": 0}}
+    if ann:
+        variants["default, HNSW"] = {"vector_index": "ann"}
+    for opts in variants.values():  # warm: the first query of a kind loads its kernels
+        store.query(texts[0], embedding=qemb[0], as_of=days[0], k=10, **opts)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(q):
+        for name in (list(variants) if i % 2 else list(variants)[::-1]):
+            t = time.perf_counter()
+            store.query(texts[i], embedding=qemb[i], as_of=days[i], k=10, **variants[name])
+            times[name].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    store.query_batch(texts, qemb, k=10, as_of=days)
+    batch_s = time.perf_counter() - t
+    out: dict[str, Any] = {
+        "n": n, "open_s": round(open_s, 3), "make_resident_s": round(resident_s, 3), "rss_mb_after_open": round(rss, 1),
+        "peak_rss_mb": round(peak, 1), "membw_gbs": gbs,
+        "queries": q, "candidates_mean": round(float(cand.mean()), 1), "kernel": kernel_path(), "query_batch_qps": round(q / batch_s, 1),
+    }
+    for name, ts in times.items():
+        scans = 1 if name == "feedback=0" else 2
+        limit_ms = float(np.median(cand)) * 384 * scans / (gbs * 1e9) * 1e3
+        out[name] = {"p50_ms": round(1e3 * float(np.median(ts)), 3), "p95_ms": round(1e3 * float(np.percentile(ts, 95)), 3)}
+        if name != "default, HNSW":
+            out[name]["limit_ms"] = round(limit_ms, 3)
+    store.close()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mempp.bench.scaling", description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", required=True, help="where the stores are built (one per size), reused after")
+    p.add_argument("--sizes", default="10000,100000,1000000,10000000")
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--ann-up-to", type=int, default=100_000, help="build the HNSW index for sizes up to this")
+    p.add_argument("--json", default=None, help="append each size's figures to this JSON Lines file")
+    p.add_argument("--child", nargs=3, metavar=("PATH", "N", "ANN"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(Path(args.child[0]), int(args.child[1]), args.queries, args.child[2] == "1")))
+        return 0
+    from .workload import build
+
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for n in (int(s) for s in args.sizes.split(",")):
+        ann = n <= args.ann_up_to
+        path = root / (f"n{n}" + ("-ann" if ann else ""))
+        record = root / f"{path.name}.build.json"
+        if not (path / "CURRENT").exists():
+            built = build(n, path, ann=ann)
+            record.write_text(json.dumps(built))
+        built = json.loads(record.read_text()) if record.exists() else {}
+        child = subprocess.run(
+            [sys.executable, "-m", "mempp.bench.scaling", "--dir", str(root), "--queries", str(args.queries), "--child", str(path), str(n), "1" if ann else "0"],
+            check=True, capture_output=True, text=True,
+        )
+        row = {**json.loads(child.stdout.strip().splitlines()[-1]), "build": built}
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,7 +11,10 @@ its peak before the bandwidth probe; the default query's p50 and p95 over ``--qu
 ``feedback=0``; ``query_batch`` of the same queries in one call (queries per second); and beside
 each query figure its limit: the bytes of int8 copy its scans read (each candidate's 384 bytes,
 once per scan: two with feedback) over the read bandwidth measured in the same process
-(``membw.membw_gbs``). Up to ``--ann-up-to`` documents the HNSW index is built too (timed) and the
+(``membw.membw_gbs``). With ``--peers``, the peers' scripts run beside each size up to
+``--peers-up-to`` (``speed_report.run_peers``: bm25s and tantivy against the lexical leg; FAISS flat,
+8-bit scalar quantizer and HNSW and usearch against the vector leg; LanceDB's hybrid search),
+their graph indexes only up to ``--ann-up-to``. Up to ``--ann-up-to`` documents the HNSW index is built too (timed) and the
 default query is also timed with ``vector_index="ann"``; above it the table says it was not built.
 The workload is generated once and cached under ``$PERF_DATA`` (10M documents: 21 GB, written
 chunk by chunk).
@@ -73,11 +76,16 @@ def measure(path: Path, n: int, queries: int, ann: bool) -> dict[str, Any]:
     for opts in variants.values():  # warm: the first query of a kind loads its kernels
         store.query(texts[0], embedding=qemb[0], as_of=days[0], k=10, **opts)
     times: dict[str, list[float]] = {name: [] for name in variants}
+    same: list[float] = []  # with HNSW: the share of the exact default's 10 hits it returns
     for i in range(q):
+        got = {}
         for name in (list(variants) if i % 2 else list(variants)[::-1]):
             t = time.perf_counter()
-            store.query(texts[i], embedding=qemb[i], as_of=days[i], k=10, **variants[name])
+            hits = store.query(texts[i], embedding=qemb[i], as_of=days[i], k=10, **variants[name])
             times[name].append(time.perf_counter() - t)
+            got[name] = {h.doc_id for h in hits}
+        if ann and got["default"]:
+            same.append(len(got["default"] & got["default, HNSW"]) / len(got["default"]))
     t = time.perf_counter()
     store.query_batch(texts, qemb, k=10, as_of=days)
     batch_s = time.perf_counter() - t
@@ -92,7 +100,23 @@ def measure(path: Path, n: int, queries: int, ann: bool) -> dict[str, Any]:
         out[name] = {"p50_ms": round(1e3 * float(np.median(ts)), 3), "p95_ms": round(1e3 * float(np.percentile(ts, 95)), 3)}
         if name != "default, HNSW":
             out[name]["limit_ms"] = round(limit_ms, 3)
+        else:
+            out[name]["hits_of_exact"] = round(float(np.mean(same)), 4)
     store.close()
+    return out
+
+
+ANN_PEERS = ("hnswlib", "faiss-hnsw", "usearch")  # graph indexes: built only up to --ann-up-to, as mempp's
+
+
+def peer_rows(peers: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each peer figure in short: tool, variant, p50, recall@10 and build time where given."""
+    keep = ("tool", "bench", "variant", "p50_ms", "qps_1t", "recall10", "build_s", "peak_rss_mb")
+    out: list[dict[str, Any]] = []
+    for tool, run in peers.items():
+        if run.get("rc"):
+            out.append({"tool": tool, "failed": run.get("stderr", "")[-300:]})
+        out += [{k: r[k] for k in keep if k in r} for r in run.get("rows", []) if "p50_ms" in r]
     return out
 
 
@@ -103,11 +127,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--ann-up-to", type=int, default=100_000, help="build the HNSW index for sizes up to this")
     p.add_argument("--json", default=None, help="append each size's figures to this JSON Lines file")
+    p.add_argument("--peers", default=None, help="the peers' benchmark folder (shared/bench/peers), run beside each size")
+    p.add_argument("--peer-python", default=sys.executable, help="python with the peers' packages installed")
+    p.add_argument("--peer-tools", default="bm25s,tantivy,numpy-exact,faiss-flat,faiss-sq8,faiss-hnsw,usearch,lancedb")
+    p.add_argument("--peers-up-to", type=int, default=1_000_000, help="run the peers for sizes up to this (their generator holds the whole workload in memory)")
     p.add_argument("--child", nargs=3, metavar=("PATH", "N", "ANN"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(measure(Path(args.child[0]), int(args.child[1]), args.queries, args.child[2] == "1")))
         return 0
+    from .speed_report import run_peers
     from .workload import build
 
     root = Path(args.dir)
@@ -125,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             check=True, capture_output=True, text=True,
         )
         row = {**json.loads(child.stdout.strip().splitlines()[-1]), "build": built}
+        if args.peers and n <= args.peers_up_to:
+            tools = [t for t in args.peer_tools.split(",") if t and (n <= args.ann_up_to or t not in ANN_PEERS)]
+            row["peers"] = peer_rows(run_peers(Path(args.peers), args.peer_python, n, tools, nq=args.queries))
         print(json.dumps(row), flush=True)
         if args.json:
             with open(args.json, "a") as f:

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .membw import BandwidthProbe, side_by_side_shares, membw_gbs
-from .speed_report import LEXICAL_ROWS, peer_p50, run_peers, table
+from .speed_report import LEXICAL_ROWS, PEER_TOOLS, peer_p50, run_peers, table
 from .workload import build
 
 DAY_US = 86_400 * 10**6
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="where to build stores (kept and reused); default a temporary directory")
     p.add_argument("--peers", default=None, help="the peers' benchmark folder (shared/bench/peers)")
     p.add_argument("--peer-python", default=sys.executable, help="python with the peers' packages installed")
-    p.add_argument("--peer-tools", default="bm25s", help="comma-separated: bm25s,tantivy,scipy,numpy-exact,hnswlib,lancedb")
+    p.add_argument("--peer-tools", default="bm25s", help="comma-separated, of: " + ",".join(PEER_TOOLS) + " (numpy-exact before the ANN peers: it writes their truth)")
     p.add_argument("--json", default=None, help="write the report here as JSON")
     p.add_argument("--clustered", action="store_true", help="clustered embeddings (ANN recall is meaningless on isotropic ones)")
     p.add_argument("--ann", action="store_true", help="build the HNSW index after ingest and measure the planner with it")

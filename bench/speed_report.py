@@ -24,20 +24,33 @@ def _resident_note(s: dict) -> str:
     return f"; then the int8 copy ({s['resident_mb']:,.0f} MB) moved onto huge pages in {s['resident_s']} s (Store.make_resident)"
 
 
-def run_peers(peers: Path, python: str, n: int, tools: list[str]) -> dict[str, Any]:
-    """Run the peers' scripts one after another; the JSON lines they record, by tool and variant."""
+PEER_TOOLS = ("bm25s", "tantivy", "scipy", "numpy-exact", "hnswlib", "faiss-flat", "faiss-sq8", "faiss-hnsw", "usearch", "lancedb")
+
+
+def run_peers(peers: Path, python: str, n: int, tools: list[str], nq: int | None = None) -> dict[str, Any]:
+    """Run the peers' scripts one after another; the JSON lines they record, by tool and variant.
+
+    The ANN peers (``hnswlib``, ``faiss-*``, ``usearch``) score recall against the truth that
+    ``numpy-exact`` writes: list it first. ``faiss-sq8`` is ours (``peer_faiss_sq8.py``), run the
+    same way. ``nq``: queries, for the scripts that take a count (BM25's run all 1,000).
+    """
     out: dict[str, Any] = {}
+    count = [] if nq is None else ["--nq", str(nq)]
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results.jsonl"
-        env = {**os.environ, "PERF_RESULTS": str(results)}
+        env = {**os.environ, "PERF_RESULTS": str(results), "PEERS": str(peers)}
         for tool in tools:
             script, args = {
                 "bm25s": ("bench_bm25.py", [str(n), "bm25s"]),
                 "tantivy": ("bench_bm25.py", [str(n), "tantivy"]),
                 "scipy": ("bench_bm25.py", [str(n), "scipy"]),
-                "numpy-exact": ("bench_exact.py", [str(n)]),
-                "hnswlib": ("bench_ann.py", [str(n), "hnswlib"]),
-                "lancedb": ("bench_lancedb.py", [str(n)]),
+                "numpy-exact": ("bench_exact.py", [str(n), *count]),
+                "hnswlib": ("bench_ann.py", [str(n), "hnswlib", *count]),
+                "faiss-flat": ("bench_ann.py", [str(n), "faissflat", *count]),
+                "faiss-hnsw": ("bench_ann.py", [str(n), "faiss", *count]),
+                "usearch": ("bench_ann.py", [str(n), "usearch", *count]),
+                "faiss-sq8": (str(Path(__file__).with_name("peer_faiss_sq8.py")), [str(n), *count]),
+                "lancedb": ("bench_lancedb.py", [str(n), *count]),
             }[tool]
             t = time.perf_counter()
             proc = subprocess.run([python, str(peers / script), *args], env=env, capture_output=True, text=True)

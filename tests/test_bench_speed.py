@@ -82,3 +82,25 @@ def test_a_large_workload_is_written_chunk_by_chunk_with_the_same_arrays(tmp_pat
         assert np.array_equal(np.asarray(getattr(streamed, k)), getattr(whole, k)), k
     assert isinstance(streamed.toks, np.memmap) and isinstance(streamed.emb, np.memmap)
     assert not list(tmp_path.rglob(".*.tmp.npy"))
+
+
+@pytest.mark.slow
+def test_scaling_runner_measures_each_size_in_a_fresh_process(tmp_path, monkeypatch):
+    """The scaling table's runner on two small sizes: each row has its ingest, open, memory, the
+    default query beside its bandwidth limit (two scans with feedback: twice the bytes of one),
+    query_batch, and with HNSW the share of the exact hits it returns; a second run reuses the stores."""
+    from mempp.bench import scaling
+
+    monkeypatch.setenv("PERF_DATA", str(tmp_path / "data"))
+    out = tmp_path / "rows.jsonl"
+    args = ["--dir", str(tmp_path / "stores"), "--sizes", "1000,3000", "--queries", "12", "--ann-up-to", "1000", "--json", str(out)]
+    assert scaling.main(args) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["n"] for r in rows] == [1000, 3000]
+    for r in rows:
+        assert r["build"]["ingest_docs_per_s"] > 0 and r["open_s"] > 0 and r["peak_rss_mb"] >= r["rss_mb_after_open"] > 0
+        assert r["default"]["p50_ms"] > 0 and r["query_batch_qps"] > 0
+        assert r["default"]["limit_ms"] == pytest.approx(2 * r["feedback=0"]["limit_ms"], rel=0.01)
+    assert 0 <= rows[0]["default, HNSW"]["hits_of_exact"] <= 1 and "default, HNSW" not in rows[1]
+    assert (tmp_path / "stores" / "n1000-ann").is_dir() and (tmp_path / "stores" / "n3000").is_dir()
+    assert scaling.main(args[:-2]) == 0  # built: measured again without a rebuild

@@ -8,7 +8,8 @@ For each size: the store is built at ``DIR/n<N>`` on first use (``workload.build
 embeddings supplied, the workload's inactive tenth retired), then a fresh process opens it and
 measures: open (every file checksummed), ``make_resident``, resident memory after both (VmRSS) and
 its peak before the bandwidth probe; the default query's p50 and p95 over ``--queries`` queries (feedback included) and with
-``feedback=0``; ``query_batch`` of the same queries in one call (queries per second); and beside
+``feedback=0``; ``query_batch`` of the same queries in one call (queries per second); the candidate mask with the
+lexical leg, and with the exact vector leg, top 10 each (what the peers are asked); and beside
 each query figure its limit: the bytes of int8 copy its scans read (each candidate's 384 bytes,
 once per scan: two with feedback) over the read bandwidth measured in the same process
 (``membw.membw_gbs``). With ``--peers``, the peers' scripts run beside each size up to
@@ -89,11 +90,27 @@ def measure(path: Path, n: int, queries: int, ann: bool) -> dict[str, Any]:
     t = time.perf_counter()
     store.query_batch(texts, qemb, k=10, as_of=days)
     batch_s = time.perf_counter() - t
+    # Each leg alone, top 10, as the peers are asked (their filter's mask built in their time too):
+    # the candidate mask, then the lexical leg or the exact vector leg.
+    legs: dict[str, list[float]] = {"lexical": [], "vector": []}
+    none = np.zeros(0, dtype=np.int64)
+    for i in range(q):
+        opt = P.QueryOptions(k=10, depth=10, as_of=(int(w.as_of[i]) + 1) * DAY_US - 1, vector_index=mempp.VectorIndex.EXACT)
+        t = time.perf_counter()
+        mask = P.candidate_mask(snap, opt)
+        P.lexical_leg(snap, texts[i], mask, int(np.count_nonzero(mask)), opt, none)
+        legs["lexical"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        mask = P.candidate_mask(snap, opt)
+        P.vector_leg(snap, qemb[i], mask, opt)
+        legs["vector"].append(time.perf_counter() - t)
     out: dict[str, Any] = {
         "n": n, "open_s": round(open_s, 3), "make_resident_s": round(resident_s, 3), "rss_mb_after_open": round(rss, 1),
         "peak_rss_mb": round(peak, 1), "membw_gbs": gbs,
         "queries": q, "candidates_mean": round(float(cand.mean()), 1), "kernel": kernel_path(), "query_batch_qps": round(q / batch_s, 1),
     }
+    for leg, ts in legs.items():
+        out[f"{leg} leg, top 10"] = {"p50_ms": round(1e3 * float(np.median(ts)), 3)}
     for name, ts in times.items():
         scans = 1 if name == "feedback=0" else 2
         limit_ms = float(np.median(cand)) * 384 * scans / (gbs * 1e9) * 1e3

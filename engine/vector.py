@@ -90,12 +90,10 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
             )
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
-        ids = np.sort(approx.ids[: approx.n])
-        exact_scores = rescore(snap, ids, query)
-        exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, exact_scores, ids)
+        eps = max(prepared.error_bound(e.q8_stats()) for e in quant)
+        ids = rescore_best_first(snap, query, approx, exact, eps)
         certified, band = True, 0
         if full and exact.n:
-            eps = max(prepared.error_bound(e.q8_stats()) for e in quant)
             worst_kept = float(exact.scores[0]) if exact.n == depth else -np.inf
             # A row not kept has approximate <= floor, so exact <= floor + eps.
             certified = floor + eps < worst_kept
@@ -179,6 +177,35 @@ def ann_request(depth: int, n_cand: int, n_docs: int) -> int:
     """Neighbours to ask for so that about ``depth`` of them pass a filter keeping ``n_cand`` of ``n_docs``."""
     share = max(n_cand / max(n_docs, 1), 1e-9)
     return int(min(n_docs, math.ceil(depth / share * ANN_OVERSAMPLE) + 10))
+
+
+FIRST_RESCORE = 64  # rows rescored before the first stop test (at least 2 x depth); then twice as many each round
+
+
+def rescore_best_first(snap: Snapshot, query: np.ndarray, approx: TopK, exact: TopK, eps: float) -> np.ndarray:
+    """Rescore the int8 heap's rows into ``exact``, best approximate first, until no row left can
+    enter it; the rows rescored (sorted ids).
+
+    A row's exact score is within ``eps`` of its approximate one. Once ``exact`` is full and the
+    next row's approximate score plus ``eps`` is below its worst exact score, that row and every
+    row after it (approximate no higher) scores strictly less than the worst kept: none can
+    enter, nor tie with it. The result is the heap's exact top, as if every row were rescored;
+    the rows a store of many candidates keeps (one per ``KEEP_PER_CANDIDATES``, to certify the
+    scan) are mostly never read in float32, which beyond memory is a read from disk.
+    """
+    n = approx.n
+    order = np.argsort(-approx.scores[:n], kind="stable")
+    by_score = approx.ids[:n][order]
+    best = approx.scores[:n][order]
+    done, step = 0, max(FIRST_RESCORE, 2 * exact.k)
+    while done < n:
+        block = np.sort(by_score[done : done + step])
+        exact.n = heap_push_many(exact.scores, exact.ids, exact.n, exact.k, rescore(snap, block, query), block)
+        done += len(block)
+        step *= 2
+        if done < n and exact.n == exact.k and float(best[done]) + eps < float(exact.scores[0]):
+            break
+    return np.sort(by_score[:done])
 
 
 def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:

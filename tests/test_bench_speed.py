@@ -100,6 +100,7 @@ def test_scaling_runner_measures_each_size_in_a_fresh_process(tmp_path, monkeypa
     for r in rows:
         assert r["build"]["ingest_docs_per_s"] > 0 and r["open_s"] > 0 and r["peak_rss_mb"] >= r["rss_mb_after_open"] > 0
         assert r["default"]["p50_ms"] > 0 and r["query_batch_qps"] > 0
+        assert r["lexical leg, top 10"]["p50_ms"] > 0 and r["vector leg, top 10"]["p50_ms"] > 0
         assert r["default"]["limit_ms"] == pytest.approx(2 * r["feedback=0"]["limit_ms"], rel=0.01)
     assert 0 <= rows[0]["default, HNSW"]["hits_of_exact"] <= 1 and "default, HNSW" not in rows[1]
     assert (tmp_path / "stores" / "n1000-ann").is_dir() and (tmp_path / "stores" / "n3000").is_dir()

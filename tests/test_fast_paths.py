@@ -557,6 +557,39 @@ def test_int8_vector_leg_equals_float32_scan(tmp_path, kind):
         assert "int8 scan, exact rescore" in methods
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_rescoring_best_approximate_first_stops_only_where_no_row_left_can_enter(tmp_path, seed):
+    """The rescore of the int8 heap stops once the next row's approximate score plus the error
+    bound is below the worst exact score kept. Against rescoring every row, with approximations
+    as wrong as the bound allows and wrong the worst way (the best rows scored ``eps`` low, the
+    rest ``eps`` high): the same exact top, for every depth. A bound taken too tight (``eps / 2``)
+    fails here."""
+    from mempp.kernels import TopK, heap_push_many
+    from mempp.vector import rescore, rescore_best_first
+
+    rng = np.random.default_rng(seed)
+    n = 1200
+    centre = unit_rows(rng, 1)
+    emb = centre + 0.15 * rng.standard_normal((n, DIM)).astype(np.float32)  # scores packed near the top
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    snap = _store(tmp_path / "f32", emb, [f"d {i}" for i in range(n)], None).searcher().snapshot
+    query = centre[0]
+    rows = np.sort(rng.choice(n, 900, replace=False))
+    exact_scores = rescore(snap, rows, query)
+    eps = float(np.quantile(exact_scores, 0.999) - np.quantile(exact_scores, 0.95))  # many rows within it of the top
+    rank = np.argsort(np.argsort(-exact_scores))
+    approx_scores = np.where(rank < 40, exact_scores - 0.999 * eps, exact_scores + 0.999 * eps * rng.random(len(rows))).astype(np.float32)
+    for depth in (1, 5, 10, 30):
+        approx = TopK(len(rows), dtype=np.float32)
+        approx.scores[:], approx.ids[:], approx.n = approx_scores, rows, len(rows)
+        got = TopK(depth, dtype=np.float32)
+        read = rescore_best_first(snap, query, approx, got, eps)
+        want = TopK(depth, dtype=np.float32)
+        want.n = heap_push_many(want.scores, want.ids, 0, depth, exact_scores, rows)
+        assert got.result()[0].tolist() == want.result()[0].tolist(), depth
+        assert np.all(np.diff(read) > 0) and set(read.tolist()) <= set(rows.tolist())
+
+
 def test_int8_vector_leg_rescans_when_the_band_is_too_wide(tmp_path):
     """5,000 near-duplicates: more rows within the int8 error bound than the second pass
     holds (4,096), so the leg rescans in float32, and still equals the float32 store."""

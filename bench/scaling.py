@@ -137,9 +137,51 @@ def peer_rows(peers: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    """The scaling table in Markdown: one column per size (the last row of each size), then the peers."""
+    by_n = {r["n"]: r for r in rows}
+    ns = sorted(by_n)
+
+    def cell(r: dict, name: str) -> str:
+        x = r.get(name)
+        if x is None:
+            return "not built" if name == "default, HNSW" else ""
+        if name == "default, HNSW":
+            return f"{x['p50_ms']:,.2f} ({x['hits_of_exact']:.3f} of the exact hits)"
+        return f"{x['p50_ms']:,.2f} / {x['limit_ms']:,.2f}"
+
+    out = ["| | " + " | ".join(f"{n:,}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+    lines = [
+        ("ingest, embeddings supplied (docs/s)", lambda r: f"{r['build'].get('ingest_docs_per_s', float('nan')):,.0f}"),
+        ("store on disk (MB)", lambda r: f"{r['build'].get('store_mb', float('nan')):,.0f}"),
+        ("open, fresh process, every file hashed (s)", lambda r: f"{r['open_s']:.2f}"),
+        ("make_resident (s)", lambda r: f"{r['make_resident_s']:.2f}"),
+        ("resident memory after both / peak (MB)", lambda r: f"{r['rss_mb_after_open']:,.0f} / {r['peak_rss_mb']:,.0f}"),
+        ("candidates per query (mean)", lambda r: f"{r['candidates_mean']:,.0f}"),
+        ("default query p50 / its limit (ms)", lambda r: cell(r, "default")),
+        ("`feedback=0` p50 / its limit (ms)", lambda r: cell(r, "feedback=0")),
+        ("default query with HNSW, p50 (ms)", lambda r: cell(r, "default, HNSW")),
+        ("`query_batch`, defaults (queries/s)", lambda r: f"{r['query_batch_qps']:,.1f}"),
+        ("mask + lexical leg, top 10, p50 (ms)", lambda r: f"{r['lexical leg, top 10']['p50_ms']:,.3f}"),
+        ("mask + exact vector leg, top 10, p50 (ms)", lambda r: f"{r['vector leg, top 10']['p50_ms']:,.3f}"),
+        ("read bandwidth measured beside (GB/s)", lambda r: f"{r['membw_gbs']}"),
+    ]
+    for label, fn in lines:
+        out.append(f"| {label} | " + " | ".join(fn(by_n[n]) for n in ns) + " |")
+    peers = [(n, p) for n in ns for p in by_n[n].get("peers", [])]
+    if peers:
+        out += ["", "| N | peer | variant | p50 ms | recall@10 | build s |", "|---|---|---|---|---|---|"]
+        for n, p in peers:
+            if "failed" in p:
+                out.append(f"| {n:,} | {p['tool']} | failed | | | |")
+                continue
+            out.append(f"| {n:,} | {p['tool']} | {p.get('variant', '')} | {p['p50_ms']} | {p.get('recall10', '')} | {p.get('build_s', '')} |")
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mempp.bench.scaling", description=__doc__.split("\n\n")[0])
-    p.add_argument("--dir", required=True, help="where the stores are built (one per size), reused after")
+    p.add_argument("--dir", help="where the stores are built (one per size), reused after")
     p.add_argument("--sizes", default="10000,100000,1000000,10000000")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--ann-up-to", type=int, default=100_000, help="build the HNSW index for sizes up to this")
@@ -148,14 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--peer-python", default=sys.executable, help="python with the peers' packages installed")
     p.add_argument("--peer-tools", default="bm25s,tantivy,numpy-exact,faiss-flat,faiss-sq8,faiss-hnsw,usearch,lancedb")
     p.add_argument("--peers-up-to", type=int, default=1_000_000, help="run the peers for sizes up to this (their generator holds the whole workload in memory)")
+    p.add_argument("--table", default=None, metavar="JSONL", help="print the Markdown table of a --json file and stop")
     p.add_argument("--child", nargs=3, metavar=("PATH", "N", "ANN"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.table:
+        print(table([json.loads(line) for line in Path(args.table).read_text().splitlines() if line.strip()]))
+        return 0
     if args.child:
         print(json.dumps(measure(Path(args.child[0]), int(args.child[1]), args.queries, args.child[2] == "1")))
         return 0
     from .speed_report import run_peers
     from .workload import build
 
+    if not args.dir:
+        p.error("--dir is required (where the stores are built)")
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     for n in (int(s) for s in args.sizes.split(",")):

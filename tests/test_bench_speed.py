@@ -78,7 +78,7 @@ def test_a_large_workload_is_written_chunk_by_chunk_with_the_same_arrays(tmp_pat
     monkeypatch.setattr(W, "STREAM_FROM", 200_000)
     streamed = W.load(200_000)
     whole = W.generate(200_000)
-    for k in W._NAMES:
+    for k in ("offs", "toks", "dates", "active", "emb", "qtok", "qemb", "as_of"):
         assert np.array_equal(np.asarray(getattr(streamed, k)), getattr(whole, k)), k
     assert isinstance(streamed.toks, np.memmap) and isinstance(streamed.emb, np.memmap)
     assert not list(tmp_path.rglob(".*.tmp.npy"))

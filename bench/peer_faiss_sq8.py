@@ -30,7 +30,7 @@ def main() -> int:
     a = ap.parse_args()
     w = load(a.n)
     n = w.n
-    truth = np.load(os.path.join(DATA_DIR, f"n{n}", "truth_filtered.npy"))
+    truth = np.load(os.path.join(DATA_DIR, f"n{n}", "truth_filtered.npy"), allow_pickle=False)
     nq = min(a.nq, len(truth))
     truth_f = [r[r >= 0] for r in truth[:nq]]
     frac = w.cand_frac()[:nq]

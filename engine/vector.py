@@ -17,9 +17,11 @@ import numpy as np
 from mempp.kernels import (
     TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact,
 )
+from mempp.kernels.cosine import certified_tops, embedding_table
 from mempp.kernels.int8dot import Int8Query
 from mempp.storage import Snapshot
 
+from .caches import version_caches
 from .candidates import date_bounds
 from .options import QueryOptions, VectorIndex, context_scale
 
@@ -109,7 +111,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
                     if n_out < 0:
                         break
                 if n_out >= 0:
-                    more = np.setdiff1d(out[:n_out], ids)  # sorted; the kept rows are in the heap already
+                    more = np.setdiff1d(out[:n_out], ids)  # sorted; the top's rows are in the heap already (the others rescored lose again)
                     exact.n = heap_push_many(exact.scores, exact.ids, exact.n, depth, rescore(snap, more, query), more)
                     certified, band = True, len(more)
         if not certified:
@@ -179,33 +181,37 @@ def ann_request(depth: int, n_cand: int, n_docs: int) -> int:
     return int(min(n_docs, math.ceil(depth / share * ANN_OVERSAMPLE) + 10))
 
 
-FIRST_RESCORE = 64  # rows rescored before the first stop test (at least 2 x depth); then twice as many each round
-
-
 def rescore_best_first(snap: Snapshot, query: np.ndarray, approx: TopK, exact: TopK, eps: float) -> np.ndarray:
-    """Rescore the int8 heap's rows into ``exact``, best approximate first, until no row left can
-    enter it; the rows rescored (sorted ids).
+    """Push the exact top of the int8 heap's rows into ``exact``; those rows (sorted ids).
 
-    A row's exact score is within ``eps`` of its approximate one. Once ``exact`` is full and the
-    next row's approximate score plus ``eps`` is below its worst exact score, that row and every
-    row after it (approximate no higher) scores strictly less than the worst kept: none can
-    enter, nor tie with it. The result is the heap's exact top, as if every row were rescored;
-    the rows a store of many candidates keeps (one per ``KEEP_PER_CANDIDATES``, to certify the
-    scan) are mostly never read in float32, which beyond memory is a read from disk.
+    ``kernels.cosine.certified_tops`` (bulk scoring's kernel, for this one query) rescores them
+    best approximate first until the next row's approximate score plus ``eps`` (the bound on any
+    row's error) is below the worst exact score kept: no row after it can enter, nor tie. The
+    result is the rows' exact top, as if every row were rescored; the rows a store of many
+    candidates keeps (one per ``KEEP_PER_CANDIDATES``, to certify the scan) are mostly never read
+    in float32, which beyond memory is a read from disk.
     """
-    n = approx.n
-    order = np.argsort(-approx.scores[:n], kind="stable")
-    by_score = approx.ids[:n][order]
-    best = approx.scores[:n][order]
-    done, step = 0, max(FIRST_RESCORE, 2 * exact.k)
-    while done < n:
-        block = np.sort(by_score[done : done + step])
-        exact.n = heap_push_many(exact.scores, exact.ids, exact.n, exact.k, rescore(snap, block, query), block)
-        done += len(block)
-        step *= 2
-        if done < n and exact.n == exact.k and float(best[done]) + eps < float(exact.scores[0]):
-            break
-    return np.sort(by_score[:done])
+    table, keep = version_embedding_table(snap)
+    out_ids = np.empty((1, exact.k), dtype=np.int64)
+    out_n = np.zeros(1, dtype=np.int64)
+    q = np.array(query, dtype=np.float32)  # a writable copy: the kernel's one compiled signature
+    certified_tops(
+        table, q.shape[0], q[None, :], approx.scores[None, : approx.n], approx.ids[None, : approx.n], np.array([approx.n]),
+        np.array([approx.k]), np.array([exact.k]), np.array([eps]), out_ids, out_n, np.zeros(1, dtype=np.bool_),
+    )
+    del keep
+    top = np.sort(out_ids[0, : out_n[0]])
+    exact.n = heap_push_many(exact.scores, exact.ids, exact.n, exact.k, rescore(snap, top, q), top)
+    return top
+
+
+def version_embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
+    """The snapshot's float32 embeddings as a table of addresses (``kernels.cosine.embedding_table``), kept with the snapshot."""
+    caches = version_caches(snap)
+    cached = caches.embedding_table
+    if cached is None:
+        cached = caches.embedding_table = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
+    return cached
 
 
 def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -15,14 +15,13 @@ from typing import Sequence
 import numpy as np
 
 from mempp.kernels import TopK, batch_topk, heap_push_many
-from mempp.kernels.cosine import certified_tops, embedding_table
+from mempp.kernels.cosine import certified_tops
 from mempp.kernels.int8dot import BATCH_ROWS, Int8Batch, batch_scan, tiled_scan_ok
 from mempp.storage import FOREVER, Snapshot
 
-from .caches import version_caches
 from .candidates import date_bounds
 from .options import QueryOptions
-from .vector import RESCORE, rescore, ann_searches
+from .vector import RESCORE, ann_searches, rescore, version_embedding_table
 
 # Bulk scoring (int8 queries, a wider error bound) keeps, per query, BATCH_KEEP_BASE rows plus one per
 # BATCH_KEEP_PER_CANDIDATES candidates (and at least what a single query keeps): on the 100k workload a
@@ -180,12 +179,3 @@ def scan_floors(
     floors = np.full(n_q, -np.inf, dtype=np.float32)
     floors[ok] = best[ok, rank[ok] - 1]
     return floors
-
-
-def version_embedding_table(snap: Snapshot) -> tuple[np.ndarray, list]:
-    """The snapshot's float32 embeddings as a table of addresses (``kernels.cosine.embedding_table``), kept with the snapshot."""
-    caches = version_caches(snap)
-    cached = caches.embedding_table
-    if cached is None:
-        cached = caches.embedding_table = embedding_table([(e.segment.embeddings, e.base) for e in snap.segments])
-    return cached

@@ -25,6 +25,7 @@ from mempp import candidates as C
 from mempp import lexical as LX
 from mempp import planner as P
 from mempp import vector_batch as VB
+from mempp.vector import version_embedding_table
 from mempp.config import IndexConfig
 from mempp.kernels import (
     TopK,
@@ -750,7 +751,7 @@ def test_batch_certificate_kernel_equals_rescoring_every_kept_row(tmp_path, kind
     for e in snap.segments:
         batch_scan(e.q8, e.q8_scale, e.q8_stats(), prepared, masks, e.base, keeps, hs, hi, hn, order=e.q8_order)
         eps = np.maximum(eps, prepared.error_bounds(e.q8_stats()))
-    table, keep = VB.version_embedding_table(snap)
+    table, keep = version_embedding_table(snap)
     out_ids = np.empty((n_q, int(depths.max())), np.int64)
     out_n = np.zeros(n_q, np.int64)
     certified = np.zeros(n_q, np.bool_)

@@ -70,11 +70,16 @@ def _clustered(rng: np.random.Generator, n: int, centres: np.ndarray) -> np.ndar
     return _unit(centres[which] + noise)
 
 
+def _lengths(c: int, n: int) -> np.ndarray:
+    """The word counts of chunk ``c``'s ``n`` documents (their own stream: known before the words)."""
+    return np.random.default_rng([SEED, _LEN, c]).integers(LEN_MIN, LEN_MAX + 1, size=n).astype(np.int32)
+
+
 def _chunk(c: int, n: int, cdf: np.ndarray, centres: np.ndarray | None):
     def rng(component: int) -> np.random.Generator:
         return np.random.default_rng([SEED, component, c])
 
-    lens = rng(_LEN).integers(LEN_MIN, LEN_MAX + 1, size=n).astype(np.int32)
+    lens = _lengths(c, n)
     toks = _zipf(rng(_TOK), int(lens.sum()), cdf)
     dates = rng(_DATE).integers(DAY0, DAY1 + 1, size=n).astype(np.int32)
     active = rng(_ACT).random(n) >= INACTIVE_FRAC
@@ -133,14 +138,19 @@ def generate(n: int, clustered: bool = False) -> Workload:
     lens, toks, dates, active, emb = (np.concatenate([p[i] for p in parts]) for i in range(5))
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offs[1:])
+    return Workload(n, clustered, offs, toks, dates, active, emb, *_queries(cdf, centres))
+
+
+def _queries(cdf: np.ndarray, centres: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(qtok, qemb, as_of)``: the queries, the same for every size (their own random stream)."""
     qr = np.random.default_rng([SEED, 99])
     qtok = _zipf(qr, NQ * QLEN, cdf).reshape(NQ, QLEN)
     qemb = _unit(qr.standard_normal((NQ, DIM), dtype=np.float32))
     as_of = qr.integers(DAY0, DAY1 + 1, size=NQ).astype(np.int32)
-    if clustered:
+    if centres is not None:
         # Queries near the documents' topics: a cluster centre plus the same noise.
         qemb = _clustered(np.random.default_rng([SEED, _CLUSTER, 99]), NQ, centres)
-    return Workload(n, clustered, offs, toks, dates, active, emb, qtok, qemb, as_of)
+    return qtok, qemb, as_of
 
 
 STREAM_FROM = 2_000_000  # from this many documents the cache is written chunk by chunk (10M: 15 GB of embeddings)
@@ -171,11 +181,9 @@ def _write_chunks(d: Path, n: int, clustered: bool) -> None:
     has its own random streams), so memory holds one chunk, not the whole workload."""
     if n % CHUNK:
         raise ValueError(f"n={n}: use a multiple of {CHUNK}")
-    small = generate(CHUNK, clustered)  # the queries depend on no chunk
     chunks = n // CHUNK
-    lens = [np.random.default_rng([SEED, _LEN, c]).integers(LEN_MIN, LEN_MAX + 1, size=CHUNK) for c in range(chunks)]
     offs = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(lens), out=offs[1:])
+    np.cumsum(np.concatenate([_lengths(c, CHUNK) for c in range(chunks)]), out=offs[1:])
     out = {
         k: np.lib.format.open_memmap(d / f".{k}.tmp.npy", mode="w+", dtype=dt, shape=shape)
         for k, dt, shape in (
@@ -189,13 +197,12 @@ def _write_chunks(d: Path, n: int, clustered: bool) -> None:
         a, b = c * CHUNK, (c + 1) * CHUNK
         out["toks"][offs[a] : offs[b]] = toks
         out["dates"][a:b], out["active"][a:b], out["emb"][a:b] = dates, active, emb
-    for k, arr in out.items():
+    for arr in out.values():
         arr.flush()
-        del arr
-    out.clear()
+    out.clear()  # the last references: the files are closed before they are renamed
     np.save(d / ".offs.tmp.npy", offs)
-    for k in ("qtok", "qemb", "as_of"):
-        np.save(d / f".{k}.tmp.npy", getattr(small, k))
+    for k, arr in zip(("qtok", "qemb", "as_of"), _queries(cdf, centres)):
+        np.save(d / f".{k}.tmp.npy", arr)
     for k in _NAMES:
         os.replace(d / f".{k}.tmp.npy", d / f"{k}.npy")
 

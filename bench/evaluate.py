@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import mempp
 from mempp.config import (
-    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_NAME_FREE, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
 )
 from mempp.embedder import DEFAULT_MODEL, EMBEDDER_CHOICES, embed_queries, model_spec
 from mempp.inputs import read_jsonl
@@ -48,6 +48,7 @@ class EvalConfig:
     feedback: int = DEFAULT_FEEDBACK  # the vector leg's second scan from the first fused documents (0: off)
     tag_rank: str = DEFAULT_TAG_RANK  # "fused" or "lexical"
     chain: int = DEFAULT_CHAIN  # the chain stage: hits whose rare terms lift other ranked documents (0: off)
+    name_free: bool = DEFAULT_NAME_FREE  # the question's vector without the names of the people the tag leg holds
     stem: bool = True  # index time: Snowball stemming in the lexical analyzer
     embed_template: str | None = None  # index time: see mempp.IndexConfig
     window_stride: int | None = None  # index time: window vectors for long documents
@@ -58,10 +59,10 @@ class EvalConfig:
 # ts_rank_cd over the stemmed english configuration; BM25 over stemmed terms stands in).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(weights=(1.0, 1.0, 4.0), depth=50, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                  siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0),
+                  siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0, name_free=False),
     # LoCoMo settings of the paper: weights 1,1,2 and 200 candidates per leg
     "paper-locomo": dict(weights=(1.0, 1.0, 2.0), depth=200, reserve=True, context=(), stem=True, embed_template=None, window_stride=None,
-                         siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0),
+                         siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0, name_free=False),
 }
 
 
@@ -219,6 +220,7 @@ def evaluate(
                                 feedback=config.feedback,
                                 tag_rank=config.tag_rank,
                                 chain=config.chain,
+                                name_free=config.name_free,
                                 embedding=None if vecs is None else vecs[j],
                                 principal=q.get("principal", config.principal),
                             )
@@ -263,7 +265,7 @@ def format_report(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines.append(
         f"weights={cfg['weights'] or 'by k'} depth={cfg['depth']} reserve={cfg['reserve']} legs={cfg['legs'] or 'all'} "
-        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} chain={cfg.get('chain')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
+        f"siblings={cfg.get('siblings')} reserve_rule={cfg.get('reserve_rule')} feedback={cfg.get('feedback')} tag_rank={cfg.get('tag_rank')} chain={cfg.get('chain')} name_free={cfg.get('name_free')} context={cfg['context'] or 'off'}{' (' + cfg['context_mode'] + ')' if cfg['context'] else ''} stem={cfg['stem']} template={cfg['embed_template']!r} "
         f"windows={cfg['window_stride'] or 'off'} "
         f"embedder={cfg['embedder']}; {report['documents']} documents, {report['seconds']:.1f}s "
         f"(ingest {report['timing']['ingest_s']:.1f}s, queries {report['timing']['query_s']:.1f}s)"

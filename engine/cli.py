@@ -102,6 +102,9 @@ def _ranking_args(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     p.add_argument("--chain", type=_count, default=d(DEFAULT_CHAIN),
                    help=f"chain stage: each of the first this many hits lifts the ranked documents it is linked to by rare terms "
                    f"(ticket numbers, names), a day it names, or references (default {DEFAULT_CHAIN}; 0 off)")
+    p.add_argument("--no-name-free", action="store_const", const=True, default=d(False),
+                   help="keep the names of the people a question names in its vector (by default they are taken out "
+                   "where the tag leg holds those people's documents)")
     p.add_argument("--tag-rank", choices=[m.value for m in TagRank], default=d(DEFAULT_TAG_RANK),
                    help="tag leg order: fused (BM25-then-date fused with cosine; default) or lexical (BM25, then date)")
 

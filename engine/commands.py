@@ -300,6 +300,7 @@ def _query_kwargs(args: argparse.Namespace) -> dict:
         feedback=args.feedback,
         tag_rank=args.tag_rank,
         chain=args.chain,
+        name_free=not args.no_name_free,
         question_dates=args.question_dates,
         principal=_principal(args),
     )
@@ -559,7 +560,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.preset, ks=ks, weights=args.weights, depth=args.depth, reserve=None if args.no_reserve is None else not args.no_reserve,
         legs=args.legs, embedder=args.embedder, context=args.context, context_length=args.context_length, context_mode=args.context_mode, question_dates=args.question_dates, stem=args.stem,
         siblings=args.siblings, reserve_rule=args.reserve_rule, feedback=args.feedback, tag_rank=args.tag_rank, chain=args.chain,
-        embed_template=args.embed_template, window_stride=args.window_stride, principal=_principal(args),
+        name_free=None if args.no_name_free is None else not args.no_name_free, embed_template=args.embed_template, window_stride=args.window_stride, principal=_principal(args),
     )
     report = evaluate(args.docs, args.questions, cfg, ranked_out=args.ranked_out, progress=not args.quiet, people=args.people)
     report["warnings"] = problems

@@ -29,6 +29,7 @@ DEFAULT_CONTEXT = (0.8, 0.6, 0.4)
 DEFAULT_CONTEXT_MODE = "max"
 DEFAULT_SIBLINGS = 8  # thread stage: a hit's siblings follow it when its thread holds at most this many documents (mempp.threads)
 DEFAULT_RESERVE_RULE = "relevant"  # reserve slots only for lexical matches near the top (mempp.threads); "paper": any match
+DEFAULT_NAME_FREE = True  # the vector legs read the question without the names of the people it names, when the tag leg holds them (mempp.feedback)
 DEFAULT_CHAIN = 2  # chain stage: the first fused documents lift the ranked documents linked to them by rare terms, named days or references (mempp.chain); 0: off
 DEFAULT_FEEDBACK = 3  # vector leg: the question's vector plus the mean of the first fused documents' (mempp.feedback); 0: off
 DEFAULT_TAG_RANK = "fused"  # tag leg: its documents by BM25-then-date fused with their cosine (mempp.feedback); "lexical": BM25 then date

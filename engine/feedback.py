@@ -16,17 +16,30 @@ rank by date alone. ``"fused"`` (the default) ranks them by reciprocal-rank fusi
 and their cosine to the question (``1/(60 + rank)`` each, ties to the later-ingested), so the
 named person's documents about the question's subject come first.
 
-Both were chosen on the tuning splits only (LoCoMo's tuning half, org generator seed 1;
+**Names out of the question's vector** (``name_free``, default on). Where the question names
+people the tag leg holds ("What activities does Melanie partake in?"), the vector legs and the
+tag order read the question's vector less its projection on the query vectors of the names as the
+question writes them (the store's embedder embeds each name once per model), normalized. The tag leg already brings that
+person's documents; a person's own messages seldom carry their name, while the name in the
+vector pulls toward what others wrote *to* them, so without it the vector ranks by the
+question's subject. Roles are left in (the title is part of what is asked). Supplied question
+vectors are treated the same way, so they must come from the store's model, as a query's text
+does.
+
+Feedback and tag order were chosen on the tuning splits only (LoCoMo's tuning half, org generator seed 1;
 ``docs/quality.md``). Without a question vector (a blank question, the vector leg off) neither
 applies: the tag leg keeps the lexical order and no feedback runs.
 
-Owns :func:`feedback_query` and :func:`tag_order`. Reads document embeddings through the
+Owns :func:`feedback_query`, :func:`tag_order`, :func:`name_free` (with :func:`without_names` and
+the name vectors' cache, :func:`name_vectors`). Reads document embeddings through the
 snapshot's segments, and scores them with the vector leg's exact rescore.
 
 Never imports: candidates, lexical, tags, vector_batch, fusion, planner, threads, store, searcher.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +49,9 @@ from .vector import rescore
 
 FEEDBACK_WEIGHT = 1.0  # the documents' mean vector is added with this weight to the (unit) question vector
 TAG_RRF_C = 60
+NAME_CACHE = 4096  # name vectors kept (per process, every model together)
+
+_names: dict[tuple[str, str], np.ndarray] = {}
 
 
 def doc_vectors(snap: Snapshot, docs: np.ndarray) -> np.ndarray:
@@ -87,3 +103,54 @@ def tag_order(
         place[order] = np.arange(n, dtype=np.float64)
         score += 1.0 / (TAG_RRF_C + place)
     return np.lexsort((-tag_docs, -score))
+
+
+def name_vectors(model: str, embed: Callable[[list[str]], np.ndarray], names: list[str]) -> np.ndarray:
+    """The unit query vectors of ``names`` (``embed`` makes the missing ones; cached by ``model``,
+    the oldest dropped past ``NAME_CACHE``)."""
+    todo = [n for n in names if (model, n) not in _names]
+    if todo:
+        for n, v in zip(todo, embed(todo)):
+            _names[(model, n)] = np.asarray(v, dtype=np.float32)
+        while len(_names) > NAME_CACHE:
+            try:
+                _names.pop(next(iter(_names)), None)
+            except (RuntimeError, StopIteration):  # changed by another thread meanwhile
+                break
+    return np.stack([_names[(model, n)] for n in names]).reshape(len(names), -1)
+
+
+def name_free(
+    named: Callable[[str], list[str]], model: str, embed: Callable[[list[str]], np.ndarray],
+    texts: Sequence[str], opts: Sequence, qv: np.ndarray | None, blank: Sequence[bool] = (),
+) -> np.ndarray | None:
+    """``qv`` (one row per question) where each question with ``name_free`` and its tag and vector
+    legs on has the names ``named(text)`` finds taken out of its vector (:func:`without_names`);
+    ``qv`` itself when none has. ``blank``: questions not embedded (left as they are)."""
+    if qv is None:
+        return None
+    out = None
+    for j, (text, opt) in enumerate(zip(texts, opts)):
+        if not (opt.name_free and opt.weights[1] and opt.weights[2]) or (j < len(blank) and blank[j]) or not text:
+            continue
+        names = named(text)
+        if names:
+            if out is None:
+                out = np.array(qv, dtype=np.float32)
+            out[j] = without_names(out[j], name_vectors(model, embed, names))
+    return qv if out is None else out
+
+
+def without_names(qvec: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """``qvec`` less its projection on the span of the rows of ``names`` (each name's direction
+    taken out, in any order), normalized; ``qvec`` itself where nothing would be left."""
+    q = np.asarray(qvec, dtype=np.float64)
+    n = np.asarray(names, dtype=np.float64).reshape(-1, len(q))
+    n = n[np.linalg.norm(n, axis=1) > 0]
+    if not len(n):
+        return np.asarray(qvec, dtype=np.float32)
+    basis, r = np.linalg.qr(n.T)  # orthonormal columns spanning the names
+    basis = basis[:, np.abs(np.diag(r)) > 1e-9 * np.abs(r).max()]
+    rest = q - basis @ (basis.T @ q)
+    size = float(np.linalg.norm(rest))
+    return (rest / size).astype(np.float32) if size > 1e-6 * max(float(np.linalg.norm(q)), 1e-30) else np.asarray(qvec, dtype=np.float32)

@@ -177,6 +177,7 @@ class Driver:
         self._chunk += 1
         chunk = self._chunk
         blank = list(blank) if blank is not None else [False] * len(texts)
+        qvecs = self.searcher.name_free_vectors(texts, opts, qvecs, blank)  # as query_batch's reads them
         has_vec = [qvecs is not None and not b for b in blank]
         queries = [self._leg_query(t, o, h) for t, o, h in zip(texts, opts, has_vec)]
         answers = call("first", [(chunk, queries, qvecs)] * len(self.specs))  # [shard][query]

@@ -560,6 +560,14 @@ def _normalize_rows(emb: np.ndarray, out: np.ndarray) -> None:
         raise ValidationError("contains NaN or infinity", field="embedding", record=int(bad))
 
 
+def check_query_vectors(embeddings: Any, n: int, dim: int) -> np.ndarray:
+    """A batch's supplied question vectors checked: ``(n, dim)``, finite, each normalized."""
+    vecs = np.asarray(embeddings, dtype=np.float32)
+    if vecs.ndim != 2 or vecs.shape != (n, dim):
+        raise ValidationError(f"expected shape ({n}, {dim}), got {vecs.shape}", field="embeddings")
+    return np.stack([check_vector(v, dim) for v in vecs]) if len(vecs) else vecs
+
+
 def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:
     """A query vector as a unit float32 array of the store's dimension."""
     try:

@@ -23,7 +23,7 @@ import numpy as np
 from mempp.storage import Snapshot
 
 from .config import (
-    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_DEPTH, DEFAULT_FEEDBACK, DEFAULT_NAME_FREE, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK,
     default_weights,
 )
 from .access import check_principal
@@ -72,6 +72,12 @@ def _count(value: Any, field: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
         raise ValidationError(f"expected an integer >= {least}, got {value!r}", field=field)
     return int(value)
+
+
+def _flag(value: Any, field: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"expected True or False, got {value!r}", field=field)
+    return bool(value)
 
 
 def date_arg(value: Any, field: str, *, end_of_day: bool) -> int | None:
@@ -147,6 +153,7 @@ class QueryOptions:
     reserve_rule: ReserveRule = ReserveRule.PAPER  # which documents may take a reserve slot (mempp.threads)
     feedback: int = 0  # the vector leg runs again with the mean vector of this many first fused documents added (0: off; mempp.feedback)
     tag_rank: TagRank = TagRank.LEXICAL  # tag leg order (mempp.feedback)
+    name_free: bool = False  # the question's vector without the names of the people the tag leg matched (mempp.feedback)
     chain: int = 0  # chain stage: the first this many fused documents pull in documents sharing their rare terms (0: off; mempp.chain)
     principal: Any = None  # who asks (mempp.access): None, mempp.ADMIN, "user:NAME" or "group:NAME"
 
@@ -161,7 +168,7 @@ class QueryOptions:
         authors: Any = None, threads: Any = None, channels: Any = None, date_from: Any = None, date_to: Any = None,
         context: Any = DEFAULT_CONTEXT, context_length: Any = None, context_mode: Any = DEFAULT_CONTEXT_MODE, vector_index: Any = "auto",
         siblings: Any = DEFAULT_SIBLINGS, reserve_rule: Any = DEFAULT_RESERVE_RULE, feedback: Any = DEFAULT_FEEDBACK,
-        tag_rank: Any = DEFAULT_TAG_RANK, chain: Any = DEFAULT_CHAIN, principal: Any = None, n_docs: int | None = None,
+        tag_rank: Any = DEFAULT_TAG_RANK, name_free: Any = DEFAULT_NAME_FREE, chain: Any = DEFAULT_CHAIN, principal: Any = None, n_docs: int | None = None,
     ) -> "QueryOptions":
         """Check every option of a query (a ``ValidationError`` names the first bad one) and fill
         the defaults: ``weights=None`` by ``k`` (``config.default_weights``), ``depth=None`` 50 or
@@ -198,6 +205,7 @@ class QueryOptions:
             reserve_rule=_member(ReserveRule, reserve_rule, "reserve_rule"),
             feedback=_count(feedback, "feedback", 0),
             tag_rank=_member(TagRank, tag_rank, "tag_rank"),
+            name_free=_flag(name_free, "name_free"),
             chain=_count(chain, "chain", 0),
             principal=None if principal is None else check_principal(principal),
         )

@@ -29,16 +29,17 @@ from mempp.storage import FOREVER, NAT, Analyzer, Snapshot
 
 from .caches import VersionCaches, version_caches
 from .config import (
-    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, IndexConfig,
+    DEFAULT_CHAIN, DEFAULT_CONTEXT, DEFAULT_CONTEXT_MODE, DEFAULT_FEEDBACK, DEFAULT_NAME_FREE, DEFAULT_RESERVE_RULE, DEFAULT_SIBLINGS, DEFAULT_TAG_RANK, IndexConfig,
 )
 from .dates import from_us
 from .docindex import DocIndex
 from .embedder import Embedder, embed_queries
+from .feedback import name_free
 from .access import ADMIN, Access, check_principal, denied_without_principal
 from .errors import DocumentNotFound, ValidationError
 from .reader_view import ReaderView
 from .replaced import earliest_replacement, replacement_list
-from .ingest import check_vector
+from .ingest import check_query_vectors, check_vector
 from .options import DEFAULT_CHUNK, QueryOptions, check_question, check_texts, date_arg, names_arg, per_as_of, stream_chunk
 from .planner import Given, NameMatcher, candidate_mask, run, run_feedback, vector_legs
 from .question_dates import question_as_of
@@ -228,7 +229,7 @@ class Searcher:
         reserve_rule: str = DEFAULT_RESERVE_RULE,
         feedback: int = DEFAULT_FEEDBACK,
         tag_rank: str = DEFAULT_TAG_RANK,
-        chain: int = DEFAULT_CHAIN, principal: Any = None,
+        chain: int = DEFAULT_CHAIN, principal: Any = None, name_free: bool = DEFAULT_NAME_FREE,
     ) -> Hits:
         """The ``k`` documents that best answer ``text`` among those valid at ``as_of``.
 
@@ -255,7 +256,9 @@ class Searcher:
         ``feedback``: the vector leg scans again with the question's vector plus the mean vector
         of this many first fused documents (default 3; 0 turns it off). ``tag_rank``: the tag
         leg's order, ``"fused"`` (default: BM25-then-date fused with cosine) or ``"lexical"``
-        (BM25, then date). Both: ``mempp.feedback``. ``chain``: the chain stage (``mempp.chain``; default 2; 0: off).
+        (BM25, then date). ``name_free``: where the question names people the tag leg holds,
+        the vector legs read its vector without their names' directions (default True; the
+        store's embedder embeds each name once). All three: ``mempp.feedback``. ``chain``: the chain stage (``mempp.chain``; default 2; 0: off).
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (``Store.build_ann``), ``"auto"``
@@ -274,7 +277,7 @@ class Searcher:
             k=k, as_of=as_of, weights=weights, depth=depth, reserve=reserve, legs=legs, authors=authors, threads=threads,
             channels=channels, date_from=date_from, date_to=date_to, context=context, context_length=context_length,
             context_mode=context_mode, vector_index=vector_index, siblings=siblings, reserve_rule=reserve_rule,
-            feedback=feedback, tag_rank=tag_rank, chain=chain, principal=principal,
+            feedback=feedback, tag_rank=tag_rank, chain=chain, principal=principal, name_free=name_free,
         )
         hits = self.run(text, opt, embedding=embedding)
         if from_question and hits.plan is not None:
@@ -305,6 +308,7 @@ class Searcher:
         if self._on_query is not None:
             self._on_query(snap)
         opt = self.name_matcher.resolved(opt.clamped(size))
+        qvec = None if qvec is None else self.name_free_vectors([text], [opt], qvec[None, :])[0]
         hits = Hits()
         hits.version = snap.version
         if size == 0 or opt.k == 0:
@@ -383,7 +387,7 @@ class Searcher:
         opts = [o.clamped(reader.size) for o in opts]
         vecs = None
         if embeddings is not None and texts and reader.size and opts[0].weights[2]:
-            vecs = self.check_embeddings(embeddings, len(texts))
+            vecs = check_query_vectors(embeddings, len(texts), self.dim)
         return reader._stream(texts, opts, vecs, progress, chunk)
 
     def _stream(self, texts: list[str], opts: list[QueryOptions], vecs: np.ndarray | None, progress, chunk: int):
@@ -406,6 +410,7 @@ class Searcher:
                 qv = vecs[start : part.stop]
             elif texts and size and opts[0].weights[2]:
                 qv, blank = self.embed_questions([texts[i] for i in part])
+            qv = self.name_free_vectors([texts[i] for i in part], [opts[i] for i in part], qv, blank)
             cols = batch_columns()
             if size and opts[0].k:
                 masks = mask_buf[: len(part)]  # one array: vector_legs needs no copy
@@ -429,12 +434,11 @@ class Searcher:
                 progress(len(part))
             yield pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
 
-    def check_embeddings(self, embeddings: Any, n: int) -> np.ndarray:
-        """A batch's supplied question vectors checked: ``(n, dim)``, finite, each normalized."""
-        vecs = np.asarray(embeddings, dtype=np.float32)
-        if vecs.ndim != 2 or vecs.shape != (n, self.dim):
-            raise ValidationError(f"expected shape ({n}, {self.dim}), got {vecs.shape}", field="embeddings")
-        return np.stack([check_vector(v, self.dim) for v in vecs]) if len(vecs) else vecs
+    def name_free_vectors(self, texts: Sequence[str], opts: Sequence[QueryOptions], qv: np.ndarray | None, blank: Sequence[bool] = ()) -> np.ndarray | None:
+        """``qv`` with the names each question gives of this store's people taken out where its
+        options ask for it (``mempp.feedback.name_free``; the store's embedder embeds the names)."""
+        embed = lambda names: embed_queries(self.embedder, names)  # noqa: E731 (loads the model only when a name is new)
+        return name_free(self.name_matcher.named_phrases, str(self._embedder_info.get("model_id")), embed, texts, opts, qv, blank)
 
     def embed_questions(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
         """The query vectors of one chunk of a batch and which questions are blank (one embedder

@@ -100,6 +100,21 @@ class NameMatcher:
             found.update(self._holders(ws, question, as_of))
         return sorted(c for i in found for c in self.codes[i])
 
+    def named_phrases(self, question: str) -> list[str]:
+        """The names and aliases of this store's people as ``question`` writes them (lower-case
+        words joined by spaces; a word inside a longer match is left out), roles not included:
+        what ``name_free`` takes out of the question's vector (``mempp.feedback``)."""
+        ws = words(question)
+        spans: set[tuple[int, int]] = set()
+        for at, w in enumerate(ws):
+            for phrase, i in self.phrases.get(w, ()):
+                if ws[at:at + len(phrase)] == phrase:
+                    spans.add((at, at + len(phrase)))
+            if self.by_token.get(w):
+                spans.add((at, at + 1))
+        inner = {s for s in spans for o in spans if o != s and o[0] <= s[0] and s[1] <= o[1]}
+        return sorted({" ".join(ws[a:b]) for a, b in spans - inner})
+
     def _holders(self, ws: tuple[str, ...], question: str, as_of: int | None) -> set[int]:
         named = {j for at, w in enumerate(ws) for j in self.role_phrases.get(w, ())
                  if self.roles[j][0] <= set(ws[at:at + len(self.roles[j][0]) + ROLE_SLACK])}

@@ -1,5 +1,5 @@
-"""Feedback (the vector leg's second scan) and the tag leg's fused order (engine/feedback.py),
-against numpy brute force over the stored vectors."""
+"""Feedback (the vector leg's second scan), the tag leg's fused order and the name-free question
+vector (engine/feedback.py), against numpy brute force over the stored vectors."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_tag_rank_fused_against_a_model(tmp_path):
     """Tag leg "fused": RRF (c = 60) of its "lexical" order and of cosine order, ties to the later-ingested."""
     store, vecs = _build(tmp_path / "s", 7, n=80)
     q = _unit(np.arange(DIM, dtype=np.float32) - 7.5)
-    common = dict(k=80, reserve=False, siblings=0, context=(), depth=80, feedback=0)
+    common = dict(k=80, reserve=False, siblings=0, context=(), depth=80, feedback=0, name_free=False)
     text = ["what did Bo Park say about the budget?"]
     with store:
         lexical = _leg(store.query_batch(text, embeddings=q[None, :], **common, tag_rank="lexical"), "tag")
@@ -86,6 +86,53 @@ def test_tag_rank_fused_against_a_model(tmp_path):
     score = {d: 1 / (60 + lexical.index(d)) + 1 / (60 + by_cos.index(d)) for d in lexical}
     assert fused == sorted(lexical, key=lambda d: (-score[d], -d))
     assert fused != lexical
+
+
+NAMED = {  # question -> the names it gives of the store's people, as name_free embeds them
+    "what did Bo Park say about the budget?": ["bo park"],
+    "Ann and Cy on the outage": ["ann", "cy"],
+    "Lee's runbook, and Bo Park's vendor policy": ["bo park", "lee"],
+    "Bo Park's budget, and what Bo said of it": ["bo", "bo park"],  # two names sharing a word: far from orthogonal
+    "the budget of the payments cluster": [],
+}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(sorted(NAMED)), st.booleans())
+def test_name_free_vector_equals_brute_force(tmp_path_factory, seed, question, batch):
+    """With ``name_free`` (the default) the vector leg and the tag leg's cosine order read the
+    question's vector less its least-squares projection on the names' vectors (the store's
+    embedder), normalized; ``name_free=False`` reads it as given; a question naming nobody is
+    unchanged. Single queries and batches agree."""
+    store, vecs = _build(tmp_path_factory.mktemp("nf") / "s", seed)
+    q = _unit(np.random.default_rng(seed + 1).standard_normal(DIM))
+    n = len(vecs)
+    common = dict(k=n, reserve=False, siblings=0, context=(), depth=n, feedback=0)
+    names = NAMED[question]
+    want_vec = q
+    if names:
+        basis = mempp.HashEmbedder(DIM).embed(names).astype(np.float64).T  # dim x names
+        coef = np.linalg.lstsq(basis, q.astype(np.float64), rcond=None)[0]
+        want_vec = _unit(q - basis @ coef)
+
+    def vector_leg(**kw):
+        if batch:
+            return _leg(store.query_batch([question], embeddings=q[None, :], **common, **kw), "vector")
+        hits = store.query(question, embedding=q, **common, **kw)
+        return [h.doc_id for h in sorted((h for h in hits if h.ranks["vector"] is not None), key=lambda h: h.ranks["vector"])]
+
+    with store:
+        for kw, v in (({}, want_vec), ({"name_free": False}, q)):
+            scores = vecs @ v
+            assert vector_leg(**kw) == sorted(range(n), key=lambda d: (-scores[d], -d))
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_name_free_refuses_non_booleans(tmp_path, bad):
+    store, _ = _build(tmp_path / "s", 1, n=10)
+    with store, pytest.raises(mempp.ValidationError) as e:
+        store.query("what did Ann say", name_free=bad)
+    assert e.value.field == "name_free"
 
 
 def test_feedback_off_without_a_question_vector(tmp_path):

@@ -135,6 +135,22 @@ def test_role_words_in_any_order_within_a_window_and_the_first_entry_owns_a_shar
     assert m.resolve(["Platform staff engineer"]) == ["slee"] and m.resolve(["the platform"]) == []
 
 
+def test_named_phrases_are_the_names_as_written_and_never_roles():
+    """What ``name_free`` takes out of a question's vector: each name or alias of a person with an
+    author label, as the question writes it; a word inside a longer match is not named again;
+    titles and people without a label in the store are not names."""
+    people = [mempp.people.check_person(p) for p in (
+        {"name": "Sarah Chen", "aliases": ["schen"], "roles": [{"role": "CTO"}]},
+        {"name": "Dana Cruz"},  # no author label: nothing of the store goes by her
+    )]
+    m = NameMatcher(["Chen, Sarah", "schen", "Bob Ray"], people)
+    assert m.named_phrases("What did Sarah Chen approve?") == ["sarah chen"]
+    assert m.named_phrases("what did schen and Bob say to Sarah's team?") == ["bob", "sarah", "schen"]
+    assert m.named_phrases("What did the CTO approve in March 2024?") == []
+    assert m.named_phrases("what did Dana Cruz say?") == []
+    assert m.match("What did the CTO approve in March 2024?", us(date(2024, 3, 31), True)) == [0, 1]  # the role still matches
+
+
 DOCS = [
     {"id": "pg", "text": "Approved: we move the billing database to Postgres 16.", "author": "bob.ray@acme.com", "date": "2023-06-01"},
     {"id": "office", "text": "Approved: the budget for the new office.", "author": "Lee, Ann", "date": "2024-03-10"},

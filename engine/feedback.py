@@ -39,6 +39,7 @@ Never imports: candidates, lexical, tags, vector_batch, fusion, planner, threads
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -145,12 +146,15 @@ def without_names(qvec: np.ndarray, names: np.ndarray) -> np.ndarray:
     """``qvec`` less its projection on the span of the rows of ``names`` (each name's direction
     taken out, in any order), normalized; ``qvec`` itself where nothing would be left."""
     q = np.asarray(qvec, dtype=np.float64)
-    n = np.asarray(names, dtype=np.float64).reshape(-1, len(q))
-    n = n[np.linalg.norm(n, axis=1) > 0]
-    if not len(n):
-        return np.asarray(qvec, dtype=np.float32)
-    basis, r = np.linalg.qr(n.T)  # orthonormal columns spanning the names
-    basis = basis[:, np.abs(np.diag(r)) > 1e-9 * np.abs(r).max()]
-    rest = q - basis @ (basis.T @ q)
-    size = float(np.linalg.norm(rest))
-    return (rest / size).astype(np.float32) if size > 1e-6 * max(float(np.linalg.norm(q)), 1e-30) else np.asarray(qvec, dtype=np.float32)
+    basis: list[np.ndarray] = []  # an orthonormal basis of the names' span (Gram-Schmidt; a handful of rows)
+    for v in np.asarray(names, dtype=np.float64).reshape(-1, len(q)):
+        for b in basis:
+            v = v - float(v @ b) * b
+        size = math.sqrt(float(v @ v))
+        if size > 1e-9:
+            basis.append(v / size)
+    rest = q
+    for b in basis:
+        rest = rest - float(rest @ b) * b
+    size = math.sqrt(float(rest @ rest))
+    return (rest / size).astype(np.float32) if basis and size > 1e-6 * math.sqrt(float(q @ q)) else np.asarray(qvec, dtype=np.float32)

@@ -36,7 +36,7 @@ from .docindex import DocIndex
 from .embedder import Embedder, embed_queries
 from .feedback import name_free
 from .access import ADMIN, Access, check_principal, denied_without_principal
-from .errors import DocumentNotFound, ValidationError
+from .errors import DocumentNotFound, EmbedderError, ValidationError
 from .reader_view import ReaderView
 from .replaced import earliest_replacement, replacement_list
 from .ingest import check_query_vectors, check_vector
@@ -256,9 +256,8 @@ class Searcher:
         ``feedback``: the vector leg scans again with the question's vector plus the mean vector
         of this many first fused documents (default 3; 0 turns it off). ``tag_rank``: the tag
         leg's order, ``"fused"`` (default: BM25-then-date fused with cosine) or ``"lexical"``
-        (BM25, then date). ``name_free``: where the question names people the tag leg holds,
-        the vector legs read its vector without their names' directions (default True; the
-        store's embedder embeds each name once). All three: ``mempp.feedback``. ``chain``: the chain stage (``mempp.chain``; default 2; 0: off).
+        (BM25, then date). ``name_free`` (default True): every use of the question's vector
+        leaves out the names it gives of this store's people. All three: ``mempp.feedback``. ``chain``: the chain stage (``mempp.chain``; default 2; 0: off).
         ``question_dates``: when ``as_of`` is None, a date the question names ("as of 2023-03-12",
         "in March 2023") becomes the ``as_of`` (the end of that day, month or year).
         ``vector_index``: over documents an ANN index covers (``Store.build_ann``), ``"auto"``
@@ -370,11 +369,10 @@ class Searcher:
         rank_tag, rank_vector (null where that leg did not return the document). The same hits
         as :meth:`query` one by one, with the same keyword arguments; ``as_of`` may be one value
         or one per query; query embeddings are computed in batches unless given. A blank
-        question (empty or whitespace only) is not embedded and, as with :meth:`query`, has no
-        rows unless its embedding is given. Within a
-        chunk the vector leg is one pass over each block of documents for all its queries (the int8
-        copy, or a float32 matrix product; ``planner.vector_legs``), certified equal to the
-        single-query exact scan; a query whose vector leg searches an ANN index
+        question (empty or whitespace only) is not embedded and, as with :meth:`query`, has no rows
+        unless its embedding is given. Within a chunk the vector leg is one pass over each block of
+        documents for all its queries (the int8 copy, or a float32 matrix product;
+        ``planner.vector_legs``), certified equal to the single-query exact scan; a query whose vector leg searches an ANN index
         (``vector_index``, the cost model) is answered by it alone, as :meth:`query` answers it.
         """
         texts, as_ofs = check_texts(texts, as_of)
@@ -435,10 +433,12 @@ class Searcher:
             yield pa.RecordBatch.from_pydict(cols, schema=BATCH_SCHEMA)
 
     def name_free_vectors(self, texts: Sequence[str], opts: Sequence[QueryOptions], qv: np.ndarray | None, blank: Sequence[bool] = ()) -> np.ndarray | None:
-        """``qv`` with the names each question gives of this store's people taken out where its
-        options ask for it (``mempp.feedback.name_free``; the store's embedder embeds the names)."""
-        embed = lambda names: embed_queries(self.embedder, names)  # noqa: E731 (loads the model only when a name is new)
-        return name_free(self.name_matcher.named_phrases, str(self._embedder_info.get("model_id")), embed, texts, opts, qv, blank)
+        """``qv`` less the names each question gives, where asked (``mempp.feedback.name_free``)."""
+        try:  # the store's model embeds the names (loaded when a name is new)
+            return name_free(self.name_matcher.named_phrases, str(self._embedder_info.get("model_id")),
+                             lambda names: embed_queries(self.embedder, names), texts, opts, qv, blank)
+        except EmbedderError:  # vectors of a model mempp cannot load, supplied with the question: names stay in
+            return qv
 
     def embed_questions(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
         """The query vectors of one chunk of a batch and which questions are blank (one embedder

@@ -127,6 +127,31 @@ def test_name_free_vector_equals_brute_force(tmp_path_factory, seed, question, b
             assert vector_leg(**kw) == sorted(range(n), key=lambda d: (-scores[d], -d))
 
 
+class ForeignModel:
+    """An embedder mempp cannot load again by itself (not one of its shipped models)."""
+
+    dim, model_id, max_tokens = DIM, "acme/in-house-encoder", 512
+
+    def embed(self, texts, *, batch_size=32, progress=None):
+        return mempp.HashEmbedder(DIM).embed(texts)
+
+
+def test_name_free_keeps_supplied_vectors_of_a_model_it_cannot_load(tmp_path):
+    """Reopened without its embedder, a store of another model's vectors still answers a named
+    question whose vector is supplied (names stay in: nothing can embed them in that space),
+    while a question without a vector still asks for the embedder."""
+    path = tmp_path / "s"
+    with mempp.Store.open(path, embedder=ForeignModel()) as store:
+        store.add([{"id": f"d{i}", "text": f"budget note {i}", "author": AUTHORS[i % 3], "date": "2023-01-05"} for i in range(30)])
+    q = _unit(np.random.default_rng(5).standard_normal(DIM))
+    with mempp.Store.open(path) as store:
+        got = [h.key for h in store.query("what did Bo Park say about the budget?", embedding=q, k=5)]
+        assert got == [h.key for h in store.query("what did Bo Park say about the budget?", embedding=q, k=5, name_free=False)]
+        assert len(got) == 5
+        with pytest.raises(mempp.EmbedderError, match="acme/in-house-encoder"):
+            store.query("what did Bo Park say about the budget?", k=5)
+
+
 @pytest.mark.parametrize("bad", [1, "yes", None])
 def test_name_free_refuses_non_booleans(tmp_path, bad):
     store, _ = _build(tmp_path / "s", 1, n=10)

@@ -45,8 +45,9 @@ def answers(s: mempp.Store, want: dict) -> list:
     out = []
     for question, as_of, c, _ in want["answers"]:
         # with the ranking settings of the code that wrote it (before the chain and thread stages,
-        # the relevant-only reserve rule, feedback and the fused tag order): these tests are about reading the old formats, not ranking
-        kwargs = dict(want["configs"][c], siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0)
+        # the relevant-only reserve rule, feedback, the fused tag order and the name-free vector): these tests are about
+        # reading the old formats, not ranking
+        kwargs = dict(want["configs"][c], siblings=0, reserve_rule="paper", feedback=0, tag_rank="lexical", chain=0, name_free=False)
         hits = s.query(question, as_of=as_of, embedding=want["embeddings"][question], **kwargs)
         out.append([question, as_of, c, [[h.key, round(h.score, 9), bool(h.reserved)] for h in hits]])
     return out

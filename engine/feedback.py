@@ -18,13 +18,13 @@ named person's documents about the question's subject come first.
 
 **Names out of the question's vector** (``name_free``, default on). Where the question names
 people the tag leg holds ("What activities does Melanie partake in?"), the vector legs and the
-tag order read the question's vector less its projection on the query vectors of the names as the
-question writes them (the store's embedder embeds each name once per model), normalized. The tag leg already brings that
-person's documents; a person's own messages seldom carry their name, while the name in the
-vector pulls toward what others wrote *to* them, so without it the vector ranks by the
-question's subject. Roles are left in (the title is part of what is asked). Supplied question
-vectors are treated the same way, so they must come from the store's model, as a query's text
-does.
+tag order read the question's vector less its projection on the query vectors of the names as
+the question writes them (the store's embedder embeds each name once per model), normalized.
+The tag leg already brings that person's documents; a person's own messages seldom carry their
+name, while the name in the vector pulls toward what others wrote *to* them, so without it the
+vector ranks by the question's subject. Roles are left in (the title is part of what is asked).
+Supplied question vectors are treated the same way, so they must come from the store's model,
+as a query's text does.
 
 Feedback and tag order were chosen on the tuning splits only (LoCoMo's tuning half, org generator seed 1;
 ``docs/quality.md``). Without a question vector (a blank question, the vector leg off) neither

@@ -90,12 +90,7 @@ class NameMatcher:
         """The author codes of the people ``question`` names; a role names whoever held it during
         a period the question names ("in March 2024"), else at ``as_of`` (µs), else now."""
         ws = words(question)
-        found: set[int] = set()
-        for at, w in enumerate(ws):
-            for phrase, i in self.phrases.get(w, ()):
-                if ws[at:at + len(phrase)] == phrase:
-                    found.add(i)
-            found.update(self.by_token.get(w, ()))
+        found = {i for _, _, people in self._names_at(ws) for i in people}
         if self.role_phrases:
             found.update(self._holders(ws, question, as_of))
         return sorted(c for i in found for c in self.codes[i])
@@ -105,15 +100,21 @@ class NameMatcher:
         words joined by spaces; a word inside a longer match is left out), roles not included:
         what ``name_free`` takes out of the question's vector (``mempp.feedback``)."""
         ws = words(question)
-        spans: set[tuple[int, int]] = set()
+        spans = {(a, b) for a, b, _ in self._names_at(ws)}
+        inner = {s for s in spans for o in spans if o != s and o[0] <= s[0] and s[1] <= o[1]}
+        return sorted({" ".join(ws[a:b]) for a, b in spans - inner})
+
+    def _names_at(self, ws: tuple[str, ...]) -> list[tuple[int, int, set[int]]]:
+        """Where ``ws`` names people, by a whole name or alias or by one name word: ``(start, end,
+        the people)`` per match (words ``ws[start:end]``)."""
+        out: list[tuple[int, int, set[int]]] = []
         for at, w in enumerate(ws):
             for phrase, i in self.phrases.get(w, ()):
                 if ws[at:at + len(phrase)] == phrase:
-                    spans.add((at, at + len(phrase)))
+                    out.append((at, at + len(phrase), {i}))
             if self.by_token.get(w):
-                spans.add((at, at + 1))
-        inner = {s for s in spans for o in spans if o != s and o[0] <= s[0] and s[1] <= o[1]}
-        return sorted({" ".join(ws[a:b]) for a, b in spans - inner})
+                out.append((at, at + 1, self.by_token[w]))
+        return out
 
     def _holders(self, ws: tuple[str, ...], question: str, as_of: int | None) -> set[int]:
         named = {j for at, w in enumerate(ws) for j in self.role_phrases.get(w, ())

@@ -315,10 +315,11 @@ class Searcher:
             return hits
         chosen, fused, rankings, details = run(snap, text, qvec, opt, self.name_matcher)
         rank_of = {leg: {d: i for i, d in enumerate(r)} for leg, r in rankings.items()}
-        rows = snap.rows([doc for doc, _ in chosen])
-        for (doc, reserved), row in zip(chosen, rows):
-            ranks = {leg: rank_of[leg].get(doc) if leg in rank_of else None for leg in LEGS}
-            hits.append(self.record(doc, Hit, row=row, score=fused[doc], ranks=ranks, reserved=reserved))
+        docs = [doc for doc, _ in chosen]
+        hits.extend(self.records(docs, Hit, snap.rows(docs), [
+            {"score": fused[doc], "ranks": {leg: rank_of[leg].get(doc) if leg in rank_of else None for leg in LEGS}, "reserved": reserved}
+            for doc, reserved in chosen
+        ]))
         hits.plan = Plan(
             as_of=from_us(opt.as_of),
             candidates=details["candidates"],
@@ -455,26 +456,25 @@ class Searcher:
     # --- single records -----------------------------------------------------------------------------
     def record(self, doc: int, cls=Record, row: dict | None = None, **extra: Any) -> Any:
         """Doc id ``doc`` as a :class:`~mempp.Record` (or ``cls``, with ``extra`` fields)."""
+        return self.records([doc], cls, None if row is None else [row], [extra])[0]
+
+    def records(self, docs: Sequence[int], cls=Record, rows: Sequence[dict] | None = None, extras: Sequence[dict] | None = None) -> list:
+        """:meth:`record` of each of ``docs`` (``rows``: theirs from ``snap.rows``; ``extras``: each
+        one's extra fields), the permissions and the people directory looked up once."""
         snap = self._snap
-        r = row if row is not None else snap.row(doc)
-        vu = int(snap.valid_until[doc])
-        return cls(
-            doc_id=doc,
-            key=r["key"],
-            text=r["text"],
-            author=r["author"],
-            date=r["date"],
-            ingested_at=r["ingested_at"],
-            thread=r["thread"],
-            channel=r["channel"],
-            source=r["source"],
-            meta=json.loads(r["meta"]) if r["meta"] else {},
-            valid_until=None if vu == FOREVER else from_us(vu),
-            superseded_by=None if vu == FOREVER else self._replacement(doc),
-            readers=None if isinstance(snap, ReaderView) else self.access().readers.get(doc),
-            person=self.name_matcher.person_names.get(r["author"]),
-            **extra,
-        )
+        rows = rows if rows is not None else snap.rows(list(docs))
+        readers = None if isinstance(snap, ReaderView) else self.access().readers
+        persons = self.name_matcher.person_names
+        out, valid_until = [], snap.valid_until
+        for i, (doc, r) in enumerate(zip(docs, rows)):
+            vu = int(valid_until[doc])
+            out.append(cls(
+                doc_id=doc, key=r["key"], text=r["text"], author=r["author"], date=r["date"], ingested_at=r["ingested_at"],
+                thread=r["thread"], channel=r["channel"], source=r["source"], meta=json.loads(r["meta"]) if r["meta"] else {},
+                valid_until=None if vu == FOREVER else from_us(vu), superseded_by=None if vu == FOREVER else self._replacement(doc),
+                readers=None if readers is None else readers.get(doc), person=persons.get(r["author"]), **(extras[i] if extras else {}),
+            ))
+        return out
 
     def _replacement(self, doc: int) -> Replacement | None:
         """The earliest supersession of ``doc`` (the one its ``valid_until`` is), as a :class:`Replacement`."""
@@ -531,7 +531,7 @@ class Searcher:
             raise DocumentNotFound(f"no document with id {key!r}")
         rows = self._snap.rows(docs)
         if isinstance(self._snap, ReaderView):
-            return [self.record(d, row=r) for d, r in zip(docs, rows)]
+            return self.records(docs, rows=rows)
         access = self.access()
         return [self.record(d, row=r, reader_periods=tuple(access.reader_periods(d, r["ingested_at"]))) for d, r in zip(docs, rows)]
 
@@ -569,7 +569,7 @@ class Searcher:
             keep &= np.isin(snap.authors.codes, np.asarray(codes, dtype=np.int32))
         keep &= snap.valid_until != NAT  # documents of a skipped (unreadable) segment
         docs = np.flatnonzero(keep).tolist()
-        return [self.record(d, row=r) for d, r in zip(docs, snap.rows(docs))]
+        return self.records(docs)
 
     def replacements(self, ref: str | int, *, principal: Any = None) -> list[dict[str, Any]]:
         """The supersessions of one document (by key: its active version, else its newest; or

@@ -4,12 +4,15 @@
 
 A chat turn ("Yeah, I'm really lucky to have them") or a reply often means little without the
 message it answers. This experiment embeds each document as the text before it in its thread (its
-author's name first) followed by its own, and runs the evaluation twice per corpus: the vector leg
-alone (no other leg, no thread context, no reserve) and every default. Variants: ``own`` (the
+author's name first) followed by its own, and runs the evaluation three times per corpus: the vector leg
+alone (no other leg, no thread context, no reserve), every default, and every default without thread context. Variants: ``own`` (the
 document alone, as mempp embeds it), ``with previous`` (the previous document's text and author,
-then this one's), ``mean`` (the normalized mean of the two vectors). Only the documents' vectors
-change; the lexical leg, the questions' vectors and every setting stay as they are. Nothing of it is
-part of mempp (``docs/quality.md``, *What did not work*, gives the figures).
+then this one's), ``mean`` (the normalized mean of the two vectors), ``best of own and with
+previous`` (both kept, the second as a window vector: the vector leg scores the better of the two,
+the store's best-window rule). A third setup is every default without thread context (the
+neighbour lift inside the legs, which brings much of what the previous document adds). Only the
+documents' vectors change; the lexical leg, the questions' vectors and every other setting stay as
+they are. Nothing of it is part of mempp (``docs/quality.md``, *What did not work*, gives the figures).
 
 Never imports: mempp.engine internals beyond the public evaluation (``bench.evaluate``).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -44,6 +48,19 @@ class TextMapped:
 
     def embed_queries(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
         return self.inner.embed_queries(texts, batch_size=batch_size)
+
+
+class BestOfTwo(TextMapped):
+    """Each document's own vector, and ``mapping(texts)`` as a second window: the vector leg scores
+    a document by the better of the two (the store's best-window rule, ``window_stride`` set)."""
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 32, progress=None) -> np.ndarray:
+        if progress is not None:
+            progress(len(texts))
+        return self.inner.embed(list(texts))
+
+    def embed_windows(self, texts: Sequence[str], stride: int, *, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        return self.vectors(list(texts)), np.arange(len(texts), dtype=np.int64)
 
 
 def with_previous(docs: list[dict]) -> dict[str, str]:
@@ -78,11 +95,14 @@ def run(corpus: str, data: Path, emb: Any) -> list[tuple[str, str, dict]]:
     setups = {
         "vector leg alone": preset("default", ks=(10, 50), legs=("vector",), weights=(0.0, 0.0, 1.0), reserve=False, context=()),
         "default": preset("default", ks=(10, 50)),
+        "default, no thread context": preset("default", ks=(10, 50), context=()),
     }
     rows = []
     for setup, cfg in setups.items():
         for name, fn in variants.items():
             rows.append((setup, name, evaluate(docs_path, q_path, cfg, progress=False, embedder=TextMapped(emb, fn))))
+        best = BestOfTwo(emb, lambda ts: emb.embed([ctx.get(t, t) for t in ts]))
+        rows.append((setup, "best of own and with previous", evaluate(docs_path, q_path, replace(cfg, window_stride=1), progress=False, embedder=best)))
     return rows
 
 

@@ -1,7 +1,7 @@
 """The read path's structures derived from one version, built on first use (docs/DESIGN.md §3).
 
 Owns :class:`VersionCaches` (per snapshot: the candidate masks of "now", the valid-at index, the
-lexical leg's segment table, the vector leg's embedding table) and :class:`SegmentCaches` (per
+lexical leg's segment table, the vector leg's embedding table, the chain stage's small numbers) and :class:`SegmentCaches` (per
 mapped segment, shared by the versions that hold it: the lexical leg's dense bitsets, the chain
 stage's terms and days of the documents it read). They live
 here, beside the snapshot rather than in it: the storage layer never holds the engine's data.
@@ -25,7 +25,8 @@ _SEGMENTS: "weakref.WeakKeyDictionary[Any, SegmentCaches]" = weakref.WeakKeyDict
 class VersionCaches:
     """One snapshot's derived structures; each slot None until built. ``lock`` guards builds."""
 
-    __slots__ = ("lock", "masks", "valid_index", "valid_index_build", "valid_index_lock", "lex_table", "embedding_table", "sup_by_old", "__weakref__")
+    __slots__ = ("lock", "masks", "valid_index", "valid_index_build", "valid_index_lock", "lex_table", "embedding_table", "sup_by_old", "small_numbers",
+                 "__weakref__")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -36,6 +37,7 @@ class VersionCaches:
         self.lex_table = None
         self.embedding_table = None
         self.sup_by_old = None  # (event order by old doc id, then effective, then new doc id; the sorted old ids)
+        self.small_numbers = None  # the term ids of "0" to "99" the version holds, sorted (the chain stage's)
 
 
 class SegmentCaches:

@@ -48,7 +48,7 @@ import numpy as np
 from mempp.storage import NAT, Snapshot
 from mempp.storage.analyzer import tokenize
 
-from .caches import segment_caches
+from .caches import segment_caches, version_caches
 from .lexical import bm25_n, lexical_doc_scores, query_terms, term_dfs
 from .question_dates import days_named
 
@@ -75,11 +75,12 @@ SMALL_NUMBERS = tuple(sorted({str(i) for i in range(100)} | {f"{i:02d}" for i in
 def _excluded(snap: Snapshot, question: str) -> np.ndarray:
     """Term ids a hit never chains by: the question's, and numbers of one or two digits ("9 June",
     "item 12" name nothing)."""
-    known = snap.term_ids
-    small = np.fromiter((known[t] for t in SMALL_NUMBERS if t in known), dtype=np.int64)
-    if not question:
-        return np.sort(small)
-    return np.union1d(query_terms(snap, question), small)
+    caches = version_caches(snap)
+    small = caches.small_numbers
+    if small is None:  # once per version (the dictionary only grows; a version's own terms are fixed)
+        known = snap.term_ids
+        small = caches.small_numbers = np.sort(np.fromiter((known[t] for t in SMALL_NUMBERS if t in known), dtype=np.int64))
+    return np.union1d(query_terms(snap, question), small) if question else small
 
 
 def member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

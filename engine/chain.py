@@ -188,13 +188,16 @@ def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hit
     linked = reference_links(snap, order, hits)
     lengths = snap.lengths
     long = [h for h in order[:hits] if lengths[h] >= CHAIN_MIN_LENGTH]  # a short hit pulls by references alone
-    terms = dict(zip(long, doc_terms(snap, long)))
-    for h in order[:hits]:
+    none = (np.zeros(0, dtype=np.int64), frozenset())
+    terms = {h: (ids[~member(ids, exclude)], days) for h, (ids, days) in zip(long, doc_terms(snap, long))}
+    # Every hit's frequencies in one lookup (a term's frequency does not depend on the others asked with it)
+    ends = np.cumsum([len(terms.get(h, none)[0]) for h in order[:hits]])
+    every_df = term_dfs(snap, np.concatenate([terms.get(h, none)[0] for h in order[:hits]]))
+    for i, h in enumerate(order[:hits]):
         v = CHAIN_SHARE * fused[h]
         got: list[int] = list(linked.get(h, ()))
-        ids, days = terms.get(h, (np.zeros(0, dtype=np.int64), frozenset()))
-        ids = ids[~member(ids, exclude)]
-        df = term_dfs(snap, ids)  # once per hit: both links select by it
+        ids, days = terms.get(h, none)
+        df = every_df[ends[i] - len(ids) : ends[i]]  # both links select by it
         rare = rare_terms(snap, ids, df)
         if len(rare):
             scores = lexical_doc_scores(snap, rare, pool)

@@ -41,6 +41,7 @@ from mempp.kernels.rrf import RESERVE_SLOTS
 
 from .chain import chain_lift, member
 from .fusion import fused_order, select_ranked
+from .lexical import lexical_doc_scores, query_terms
 
 SIBLING_SHARE = 0.7  # thread stage: a member of a small thread rises to this share of its best sibling's fused score
 RESERVE_DEPTH_FACTOR = 3  # rule "relevant": reserve picks stand within the first 3k places of the list
@@ -90,18 +91,17 @@ def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0
     """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
     question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
     whatever thread context did to the lexical leg's ranking."""
-    from .lexical import lexical_doc_scores
-
-    terms = sorted(set(snap.analyzer.terms(question))) if snap.analyzer and question else []
-    ids = np.array([snap.term_ids[t] for t in terms if t in snap.term_ids], dtype=np.int64)
+    ids = query_terms(snap, question) if snap.analyzer and question else ()
     if not len(ids) or not len(docs):
         return set()
-    wanted = np.unique(np.asarray(list(docs) + list(pool), dtype=np.int64))
+    mine = np.unique(np.asarray(docs, dtype=np.int64))
+    wanted = np.union1d(mine, np.asarray(pool, dtype=np.int64)) if len(pool) else mine
     scores = lexical_doc_scores(snap, ids, wanted)
-    floor = share * float(scores.max()) if share > 0 and len(scores) else 0.0
+    floor = share * float(scores.max()) if share > 0 else 0.0
     ok = (scores > 0) & (scores >= floor)
-    mine = member(wanted, np.unique(np.asarray(docs, dtype=np.int64)))
-    return set(wanted[ok & mine].tolist())
+    if len(wanted) != len(mine):
+        ok &= member(wanted, mine)
+    return set(wanted[ok].tolist())
 
 
 def choose(
@@ -115,8 +115,9 @@ def choose(
     cut = int(RESERVE_DEPTH_FACTOR * opt.k)
     if opt.chain:
         lifted, pulled = chain_lift(snap, fused, order, opt.chain, question)
-        fused.update(lifted)
-        order = fused_order(fused)
+        if pulled:  # a document is lifted only where some hit pulled it: else the order stands
+            fused.update(lifted)
+            order = fused_order(fused)
         if chained is not None:
             chained.update(pulled)
     if opt.siblings and snap.has_threads:
@@ -133,4 +134,7 @@ def choose(
         def qualifies(d: int, place: int) -> bool:
             return place < cut and d in lexical
 
+        # No place past the cut qualifies, and the places left empty are filled from the first
+        # k + 3 (at most 3 picked, at most 3 to fill): the rest of the list cannot change the choice.
+        order = order[: max(cut, opt.k + RESERVE_SLOTS)]
     return select_ranked(order, snap.dates, undated, opt.k, opt.reserve, qualifies)

@@ -1,9 +1,9 @@
 """The read path's structures derived from one version, built on first use (docs/DESIGN.md §3).
 
 Owns :class:`VersionCaches` (per snapshot: the candidate masks of "now", the valid-at index, the
-lexical leg's segment table, the vector leg's embedding table, the chain stage's small numbers) and :class:`SegmentCaches` (per
-mapped segment, shared by the versions that hold it: the lexical leg's dense bitsets, the chain
-stage's terms and days of the documents it read). They live
+lexical leg's segment table, the vector leg's embedding table, the chain stage's small numbers)
+and :class:`SegmentCaches` (per mapped segment, shared by the versions that hold it: the lexical
+leg's dense bitsets, the chain stage's terms and days of the documents it read). They live
 here, beside the snapshot rather than in it: the storage layer never holds the engine's data.
 Each lives as long as its snapshot or segment (weak references); a
 :class:`~mempp.Searcher` holds its version's, so they go when the last searcher of that version does.

@@ -72,15 +72,17 @@ DOC_TERMS_KEPT = 4096  # per segment: the documents whose terms and days the cha
 SMALL_NUMBERS = tuple(sorted({str(i) for i in range(100)} | {f"{i:02d}" for i in range(10)}))  # "0" to "99", "00" to "09"
 
 
-def _excluded(snap: Snapshot, question: str) -> np.ndarray:
-    """Term ids a hit never chains by: the question's, and numbers of one or two digits ("9 June",
-    "item 12" name nothing)."""
+def _excluded(snap: Snapshot, question: str, terms: np.ndarray | None = None) -> np.ndarray:
+    """Term ids a hit never chains by: the question's (``terms``, when the caller has them:
+    ``query_terms``), and numbers of one or two digits ("9 June", "item 12" name nothing)."""
     caches = version_caches(snap)
     small = caches.small_numbers
     if small is None:  # once per version (the dictionary only grows; a version's own terms are fixed)
         known = snap.term_ids
         small = caches.small_numbers = np.sort(np.fromiter((known[t] for t in SMALL_NUMBERS if t in known), dtype=np.int64))
-    return np.union1d(query_terms(snap, question), small) if question else small
+    if not question:
+        return small
+    return np.union1d(query_terms(snap, question) if terms is None else terms, small)
 
 
 def member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
@@ -176,13 +178,16 @@ def uncommon_terms(snap: Snapshot, ids: np.ndarray, df: np.ndarray) -> np.ndarra
     return ids[df <= max(CHAIN_DAY_MIN_DF, int(CHAIN_DAY_DF_SHARE * bm25_n(snap)))]
 
 
-def chain_lift(snap: Snapshot, fused: Mapping[int, float], order: list[int], hits: int, question: str) -> tuple[dict[int, float], dict[int, list[int]]]:
-    """Fused scores after the chain stage, and what each hit pulled (``{hit: [docs]}``, for explain)."""
+def chain_lift(
+    snap: Snapshot, fused: Mapping[int, float], order: list[int], hits: int, question: str, terms: np.ndarray | None = None,
+) -> tuple[dict[int, float], dict[int, list[int]]]:
+    """Fused scores after the chain stage, and what each hit pulled (``{hit: [docs]}``, for explain);
+    ``terms``: ``query_terms(snap, question)``, when the caller has them."""
     lifted = dict(fused)
     pulled: dict[int, list[int]] = {}
     if not hits or not order or snap.analyzer is None:
         return lifted, pulled
-    exclude = _excluded(snap, question)
+    exclude = _excluded(snap, question, terms)
     pool = np.asarray(order, dtype=np.int64)
     pool_days = None
     linked = reference_links(snap, order, hits)

@@ -307,12 +307,12 @@ class Searcher:
         if self._on_query is not None:
             self._on_query(snap)
         opt = self.name_matcher.resolved(opt.clamped(size))
-        qvec = None if qvec is None else self.name_free_vectors([text], [opt], qvec[None, :])[0]
         hits = Hits()
         hits.version = snap.version
         if size == 0 or opt.k == 0:
             hits.plan = Plan(from_us(opt.as_of), 0, {}, opt.k, opt.depth, opt.reserve)
             return hits
+        qvec = None if qvec is None else self.name_free_vectors([text], [opt], qvec[None, :])[0]
         chosen, fused, rankings, details = run(snap, text, qvec, opt, self.name_matcher)
         rank_of = {leg: {d: i for i, d in enumerate(r)} for leg, r in rankings.items()}
         docs = [doc for doc, _ in chosen]
@@ -533,7 +533,7 @@ class Searcher:
         if isinstance(self._snap, ReaderView):
             return self.records(docs, rows=rows)
         access = self.access()
-        return [self.record(d, row=r, reader_periods=tuple(access.reader_periods(d, r["ingested_at"]))) for d, r in zip(docs, rows)]
+        return self.records(docs, rows=rows, extras=[{"reader_periods": tuple(access.reader_periods(d, r["ingested_at"]))} for d, r in zip(docs, rows)])
 
     def authors(self, *, principal: Any = None) -> list[str]:
         """Every author name stored in this version, in the order first seen."""

@@ -87,11 +87,14 @@ def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Se
     return siblings_of
 
 
-def lexical_matches(snap, question: str, docs: Sequence[int], share: float = 0.0, pool: Sequence[int] = ()) -> set[int]:
+def lexical_matches(
+    snap, question: str, docs: Sequence[int], share: float = 0.0, pool: Sequence[int] = (), terms: np.ndarray | None = None,
+) -> set[int]:
     """The documents of ``docs`` whose own BM25 score for ``question`` is above 0 (they hold a
     question term) and at least ``share`` x the best BM25 score among ``docs`` and ``pool``,
-    whatever thread context did to the lexical leg's ranking."""
-    ids = query_terms(snap, question) if snap.analyzer and question else ()
+    whatever thread context did to the lexical leg's ranking. ``terms``: ``query_terms(snap,
+    question)``, when the caller has them."""
+    ids = () if not (snap.analyzer and question) else query_terms(snap, question) if terms is None else terms
     if not len(ids) or not len(docs):
         return set()
     mine = np.unique(np.asarray(docs, dtype=np.int64))
@@ -113,8 +116,9 @@ def choose(
     takes what each hit pulled."""
     order = fused_order(fused)
     cut = int(RESERVE_DEPTH_FACTOR * opt.k)
+    terms = query_terms(snap, question) if snap.analyzer and question else None  # the chain stage and the reserve both read them
     if opt.chain:
-        lifted, pulled = chain_lift(snap, fused, order, opt.chain, question)
+        lifted, pulled = chain_lift(snap, fused, order, opt.chain, question, terms)
         if pulled:  # a document is lifted only where some hit pulled it: else the order stands
             fused.update(lifted)
             order = fused_order(fused)
@@ -129,7 +133,7 @@ def choose(
         # The best BM25 score is among the lexical leg's first few (thread context moves a
         # document at most a little above its own score's rank in "max" mode).
         lex = np.asarray(rankings.get("lexical", ()), dtype=np.int64)[:RESERVE_BEST_POOL].tolist()
-        lexical = lexical_matches(snap, question, order[n_fused:cut], RESERVE_MIN_SHARE, lex)
+        lexical = lexical_matches(snap, question, order[n_fused:cut], RESERVE_MIN_SHARE, lex, terms)
 
         def qualifies(d: int, place: int) -> bool:
             return place < cut and d in lexical

@@ -75,6 +75,14 @@ def exercise(root: Path) -> None:
     with mempp.Store.open(root / "s384", embedder=mempp.HashEmbedder(dim=384), read_only=True) as s:
         s.query("budget review", k=10, as_of="2024-06-30")
         s.query_batch(["budget", "vendor contract"], k=5)
+    # Threads without windows (chats, mail, the demo's data): thread context's int8 first scores.
+    with mempp.Store.open(root / "s384t", embedder=mempp.HashEmbedder(dim=384)) as s:
+        s.add(docs(300, "t", True))
+        for kw in ({}, {"as_of": "2024-06-30"}, {"feedback": 0}):
+            s.query("budget review Ann", k=10, **kw)
+        s.query_batch(["budget", "vendor contract"], k=5, as_of=[None, "2024-03-01"])
+    with mempp.Store.open(root / "s384t", embedder=mempp.HashEmbedder(dim=384), read_only=True) as s:
+        s.query("budget review", k=10)
 
 
 def main(argv: list[str] | None = None) -> None:

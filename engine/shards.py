@@ -37,7 +37,7 @@ from .candidates import candidate_mask
 from .lexical import bm25_touched, lexical_doc_scores, lexical_top_scored
 from .options import QueryOptions
 from .tags import tag_leg
-from .vector import rescore, dense_scores, vector_leg
+from .vector import context_scores, rescore, vector_leg
 from .vector_batch import vector_legs
 from .versions import pinned
 
@@ -245,9 +245,9 @@ class Shard:
             if q.vector == PLAIN and out[j].vector is None:
                 out[j].vector = Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
             elif q.vector == ZSCORED and qvecs is not None:
-                dense = dense_scores(view, qvecs[j], masks[j])
+                dense, first = context_scores(view, qvecs[j], masks[j], queries[j].opt)
                 sums = np.zeros(4, dtype=np.int64)
-                fixed_sums_masked(dense, masks[j], sums)
+                fixed_sums_masked(first, masks[j], sums)
                 kept.vector[j] = dense
                 out[j].vector = Moments(sums, int(counts[j]), self._vector_top(kept, j, q.top))
         return out

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from mempp.kernels import (
-    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact,
+    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact, with_neighbours,
 )
 from mempp.kernels.cosine import certified_tops, embedding_table
 from mempp.kernels.int8dot import Int8Query
@@ -45,9 +45,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     """
     depth = opt.depth
     if (opt.context and snap.has_threads) or snap.has_windows:
-        if info is not None:
-            info["method"] = "exact masked scan" + (" (best window)" if snap.has_windows else "")
-        return _dense_vector_leg(snap, query, mask, opt)
+        return _dense_vector_leg(snap, query, mask, opt, info)
     segments = snap.segments
     ann_used: list[str] = []
     ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
@@ -225,19 +223,86 @@ def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> np.ndarray:
+def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None) -> np.ndarray:
     depth = opt.depth
-    dense = dense_scores(snap, query, mask)
-    mu, sigma = candidate_moments(dense, mask)
     cands = np.flatnonzero(mask).astype(np.int64)
     prev, nxt = snap.thread_links
-    out_ids = np.empty(depth, dtype=np.int64)
     betas = np.asarray(opt.context if snap.has_threads else (), dtype=np.float64)
-    got = context_topk(
-        dense, mu, sigma, cands, len(cands), prev, nxt, betas,
-        context_scale(snap, opt), mask, depth, out_ids, np.empty(depth), np.empty(len(cands)), opt.context_max,
-    )
+    scale = context_scale(snap, opt)
+    out_ids = np.empty(depth, dtype=np.int64)
+    out_scores = np.empty(depth)
+    if snap.has_windows:
+        if info is not None:
+            info["method"] = "exact masked scan (best window)"
+        dense = dense_scores(snap, query, mask)
+        mu, sigma = candidate_moments(dense, mask)
+        got = context_topk(
+            dense, mu, sigma, cands, len(cands), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(cands)), opt.context_max,
+        )
+        return out_ids[:got]
+    # Thread context over the exact cosines, standardized by the moments of the first scores.
+    # The context scores of the first scores rank every candidate; each exact cosine is within
+    # ``eps`` of its first score, so each context score moves by at most ``move``: a document more
+    # than twice that below the depth-th cannot enter, and only the rest (and the neighbours
+    # their scores read) are rescored in float32 and ranked again.
+    first, eps = first_scores(snap, query, mask, opt)
+    mu, sigma = candidate_moments(first, mask)
+    every = np.empty(len(cands))
+    got = context_topk(first, mu, sigma, cands, len(cands), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, every, opt.context_max)
+    if got == 0:
+        if info is not None:
+            info["method"] = "thread context: no candidates"
+        return out_ids[:0]
+    move = eps / sigma * (max(1.0, float(betas.max(initial=0.0))) if opt.context_max else 1.0 + 2.0 * float(betas.sum()))
+    move = move * (1.0 + 1e-6) + 1e-9  # the formula's own float64 rounding
+    pool = cands[every >= out_scores[got - 1] - 2.0 * move] if got == depth else cands
+    hops = len(betas)
+    need = np.empty(len(pool) * (2 * hops + 1), dtype=np.int64)
+    m = with_neighbours(pool, len(pool), prev, nxt, hops, mask, np.zeros(snap.n_docs, dtype=np.uint8), need)
+    ids = np.sort(need[:m])
+    first[ids] = rescore(snap, ids, query)
+    if info is not None:
+        info["method"] = "thread context: first scores (int8 where a copy exists), exact rescore"
+        info["rescored_rows"] = int(m)
+    got = context_topk(first, mu, sigma, pool, len(pool), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(pool)), opt.context_max)
     return out_ids[:got]
+
+
+def context_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> tuple[np.ndarray, np.ndarray]:
+    """What the dense vector leg ranks by, for every candidate (a shard of a distributed store
+    sends them): the exact cosines (the best window's with windows), and the scores whose moments
+    standardize them (:func:`first_scores`; the cosines themselves with windows)."""
+    if snap.has_windows:
+        dense = dense_scores(snap, query, mask)
+        return dense, dense
+    first, _ = first_scores(snap, query, mask, opt)
+    exact = np.zeros(snap.n_docs, dtype=np.float32)
+    ids = np.flatnonzero(mask).astype(np.int64)
+    exact[ids] = rescore(snap, ids, query)
+    return exact, first
+
+
+def first_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> tuple[np.ndarray, float]:
+    """Every candidate's first score (0 elsewhere), and a bound on how far its exact cosine
+    (:func:`rescore`) can be from it.
+
+    The first score is the int8 approximation where the segment has an int8 copy (one read of a
+    quarter of the bytes), the float32 cosine elsewhere. Thread context standardizes the exact
+    cosines by these scores' moments. The bound adds to the int8 error bound the float32
+    rounding of a d-term sum of products of unit vectors, twice (the two float32 kernels).
+    """
+    first = np.zeros(snap.n_docs, dtype=np.float32)
+    prepared = None
+    eps = 0.0
+    lo, hi = date_bounds(opt)
+    for entry in snap.segments:
+        if entry.q8 is None:
+            masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, first)
+            continue
+        prepared = prepared or Int8Query(query)
+        prepared.dense(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, first, entry.q8_order, entry.q8_span(lo, hi))
+        eps = max(eps, prepared.error_bound(entry.q8_stats()))
+    return first, eps + query.shape[0] * 2.0**-22 * float(np.linalg.norm(query))
 
 
 def dense_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The int8 scan of one query: masked top-k and "rows above a threshold" over a segment's int8 copy.
+"""The int8 scan of one query: masked top-k, "rows above a threshold" and every masked row's score, over a segment's int8 copy.
 
 Owns the portable kernels (int32 products), the VNNI ones (``vpdpbusd``, prefetching, the
 high-byte bound that skips most rows' low half) and the AVX2 ones for x86 CPUs without VNNI
@@ -79,6 +79,17 @@ def masked_dot_above_q8(q8, scale, qw, qscale, mask, base, threshold, out, n_out
     return n_out
 
 
+@njit(cache=True, nogil=True)
+def masked_dot_dense_q8(q8, scale, qw, qscale, mask, base, out, order, start, stop):
+    """``out[g]`` = the approximate score of every masked row (portable kernel; others untouched).
+    ``order``, ``start``, ``stop``: as in :func:`masked_dot_topk_q8`."""
+    qs = np.float32(qscale)
+    for row in range(start, stop):
+        g = base + order[row]
+        if mask[g]:
+            out[g] = scale[row] * (qs * np.float32(dot_qw(q8[row], qw)))
+
+
 if HAS_VNNI:
 
     @njit(cache=True, nogil=True, inline="always")
@@ -140,8 +151,25 @@ if HAS_VNNI:
                     n_out += 1
         return n_out
 
+    @njit(cache=True, nogil=True)
+    def masked_dot_dense_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, out, rows, order, start, stop):
+        """:func:`masked_dot_dense_q8` with ``vpdpbusd`` and prefetching (both halves of every row)."""
+        qs = np.float32(qscale)
+        m = 0
+        for row in range(start, stop):
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
+        for i in range(m):
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
+            high = _vnni_high(q8, row, hi, rowsum)
+            out[base + order[row]] = scale[row] * (qs * np.float32(np.int32(high + vnni_dot(q8, row, lo))))
+
 else:
-    masked_dot_topk_vnni = masked_dot_above_vnni = None
+    masked_dot_topk_vnni = masked_dot_above_vnni = masked_dot_dense_vnni = None
 
 
 if HAS_AVX2:
@@ -200,8 +228,24 @@ if HAS_AVX2:
                     n_out += 1
         return n_out
 
+    @njit(cache=True, nogil=True)
+    def masked_dot_dense_avx2(q8, scale, qw, qscale, mask, base, out, rows, order, start, stop):
+        """:func:`masked_dot_dense_q8` with AVX2 (the same int32 dot products) and prefetching."""
+        qs = np.float32(qscale)
+        m = 0
+        for row in range(start, stop):
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
+        for i in range(m):
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
+            out[base + order[row]] = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
+
 else:
-    _avx2_qw = avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = None
+    _avx2_qw = avx2_qb = masked_dot_topk_avx2 = masked_dot_above_avx2 = masked_dot_dense_avx2 = None
 
 
 def avx2_ok(q8) -> bool:
@@ -300,6 +344,17 @@ class Int8Query:
         if avx2_ok(q8):
             return masked_dot_above_avx2(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
         return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
+
+    def dense(self, q8, scale, stats, mask, base, out: np.ndarray, order=None, span=None) -> None:
+        """Write every masked row's approximate score into ``out`` (global doc ids; others untouched).
+        ``order``, ``span``: as in :meth:`scan`."""
+        order, start, stop = _order_span(q8, order, span)
+        if self.precise and vnni_ok(q8):
+            masked_dot_dense_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, out, _rows_scratch(len(q8)), order, start, stop)
+        elif avx2_ok(q8):
+            masked_dot_dense_avx2(q8, scale, self.qw, self.qscale, mask, base, out, _rows_scratch(len(q8)), order, start, stop)
+        else:
+            masked_dot_dense_q8(q8, scale, self.qw, self.qscale, mask, base, out, order, start, stop)
 
     def error_bound(self, stats) -> float:
         return error_bound(stats, self.query, self.qscale)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import mempp
 from mempp import planner as P
+from mempp import vector
 from mempp.kernels import candidate_moments, context_topk, masked_dot_dense, sparse_moments, with_neighbours
 
 
@@ -219,12 +220,14 @@ def bm25_dense(doc_terms: list[list[str]], query_terms: list[str]) -> np.ndarray
     return out
 
 
-def dense_context_leg(scores, mask, prev, nxt, betas, lengths=None, context_length=None, use_max=True):
-    """Context score of every candidate (dict doc -> score), from dense raw ``scores``."""
+def dense_context_leg(scores, mask, prev, nxt, betas, lengths=None, context_length=None, use_max=True, standardize_by=None):
+    """Context score of every candidate (dict doc -> score), from dense raw ``scores`` z-scored by
+    the moments of ``standardize_by`` (default: ``scores``)."""
     cand = mask.astype(bool)
     n_cand = int(cand.sum())
-    mu = scores[cand].mean() if n_cand else 0.0
-    var = (scores[cand] ** 2).mean() - mu * mu if n_cand else 0.0
+    by = scores if standardize_by is None else standardize_by
+    mu = by[cand].mean() if n_cand else 0.0
+    var = (by[cand] ** 2).mean() - mu * mu if n_cand else 0.0
     sd = math.sqrt(var) if var > 1e-18 else 1.0
     z = (scores - mu) / sd
     out = {}
@@ -335,7 +338,8 @@ def test_sparse_lexical_leg_with_context_matches_dense_oracle(threaded, words, o
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), options=ctx_options)
 def test_dense_vector_leg_with_context_matches_dense_oracle(threaded, seed, options):
-    """The vector leg on a store with threads: every candidate's cosine, lifted by its neighbours."""
+    """The vector leg on a store with threads: every candidate's cosine, z-scored by the moments
+    of the int8 first scores, lifted by its neighbours."""
     store, doc_terms, threads, emb = threaded
     snap = store.searcher().snapshot
     q = np.random.default_rng(seed).standard_normal(CTX_DIM).astype(np.float32)
@@ -344,10 +348,13 @@ def test_dense_vector_leg_with_context_matches_dense_oracle(threaded, seed, opti
     mask = P.candidate_mask(snap, opt)
     info: dict = {}
     got = P.vector_leg(snap, q, mask, opt, info)
-    assert info["method"] == "exact masked scan"
+    assert info["method"].startswith("thread context: first scores")
     prev, nxt = thread_links(threads)
     lengths = np.array([len(t) for t in doc_terms], dtype=np.float64)
-    oracle = dense_context_leg(emb.astype(np.float64) @ q, mask, prev, nxt, opt.context, lengths, opt.context_length, opt.context_max)
+    first, _ = vector.first_scores(snap, q, mask, opt)
+    oracle = dense_context_leg(
+        emb.astype(np.float64) @ q, mask, prev, nxt, opt.context, lengths, opt.context_length, opt.context_max, first.astype(np.float64)
+    )
     assert_ranks_like(got.tolist(), oracle, oracle.keys(), opt.depth)
 
 

@@ -126,6 +126,34 @@ def test_every_threshold_pass_equals_the_oracle(case):
 
 
 @PATHS
+@given(int8_cases())
+def test_every_dense_path_equals_the_oracle(case):
+    """Every masked row's approximate score written where it belongs (thread context's first
+    scores), nothing else touched, on every path this CPU has and the one Int8Query picks."""
+    q8, scale, mask, base, query, _ = case
+    p = K.Int8Query(query)
+    n = len(q8)
+    want = np.full(base + n, -9.0, dtype=np.float32)
+    rows = np.flatnonzero(mask[base:])
+    want[base + rows] = oracle_scores(q8, scale, p.qw, p.qscale)[rows]
+    order = K.identity_order(n)
+    got = {name: np.full(base + n, -9.0, dtype=np.float32) for name in ("portable", "avx2", "vnni", "picked")}
+    K.masked_dot_dense_q8(q8, scale, p.qw, p.qscale, mask, base, got["portable"], order, 0, n)
+    if K.HAS_AVX2:
+        K.masked_dot_dense_avx2(q8, scale, p.qw, p.qscale, mask, base, got["avx2"], np.empty(n, np.int64), order, 0, n)
+    else:
+        del got["avx2"]
+    stats = K.segment_stats(q8, scale)
+    if K.HAS_VNNI and q8.shape[1] % (32 * K.UNROLL) == 0:
+        K.masked_dot_dense_vnni(q8, scale, stats[0], p.hi, p.lo, p.qscale, mask, base, got["vnni"], np.empty(n, np.int64), order, 0, n)
+    else:
+        del got["vnni"]
+    p.dense(q8, scale, stats, mask, base, got["picked"])
+    for name, out in got.items():
+        assert np.array_equal(out, want), name
+
+
+@PATHS
 @given(int8_cases(), st.integers(1, 9))
 def test_every_batch_path_equals_the_oracle(case, n_q):
     q8, scale, mask, base, query, k = case
@@ -213,6 +241,9 @@ for b in range(5):
     h.n = p.scan(q8, scale, stats, masks[b], 0, 40, h.scores, h.ids, h.n)
     ids, scores = h.result()
     out["single"].append([ids.tolist(), scores.tolist()])
+    dense = np.zeros(900, np.float32)
+    p.dense(q8, scale, stats, masks[b], 0, dense)
+    out.setdefault("dense", []).append(dense.tolist())
 hs, hi, hn = np.zeros((5, 40), np.float32), np.zeros((5, 40), np.int64), np.zeros(5, np.int64)
 K.batch_scan(q8, scale, stats, K.Int8Batch.quantize(qs), masks, 0, 40, hs, hi, hn, tiled=False)
 out["batch"] = [sorted(zip(hs[b, : hn[b]].tolist(), hi[b, : hn[b]].tolist())) for b in range(5)]
@@ -238,4 +269,5 @@ def test_the_forced_fallback_gives_this_process_heaps(tmp_path):
     mine = json.loads(buf.getvalue().strip().splitlines()[-1])
     assert forced["path"].startswith("portable")
     assert forced["single"] == mine["single"]
+    assert forced["dense"] == mine["dense"]
     assert [[list(p) for p in h] for h in forced["batch"]] == [[list(p) for p in h] for h in mine["batch"]]

@@ -211,7 +211,7 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def build(n: int, path: Path, progress: bool = True, clustered: bool = False, ann: bool = False) -> dict[str, Any]:
+def build(n: int, path: Path, progress: bool = True, clustered: bool = False, ann: bool = False, thread_size: int = 0) -> dict[str, Any]:
     """Build the store of the workload's first ``n`` documents at ``path``; returns timings.
 
     The documents go in with their embeddings supplied (``HashEmbedder`` stands in for a model);
@@ -219,6 +219,8 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
     as-of date, so each query's candidates are exactly the workload's ``active & date <= as_of``.
 
     ``ann``: then build the HNSW index over them (``Store.build_ann``), timed apart.
+    ``thread_size``: put each run of that many consecutive documents in one thread (0: no
+    threads), as mail and chat stores are; their queries then take thread context.
     """
     import tempfile
     import time
@@ -247,6 +249,9 @@ def build(n: int, path: Path, progress: bool = True, clustered: bool = False, an
     for a in range(0, n, step):
         texts = w.texts(a, min(n, a + step))
         docs = [{"text": t, "date": str(days[a + i])} for i, t in enumerate(texts)]
+        if thread_size:
+            for i, d in enumerate(docs):
+                d["thread"] = f"t{(a + i) // thread_size}"
         emb = np.ascontiguousarray(w.emb[a : a + len(docs)])
         t = time.perf_counter()
         store.add(docs, embeddings=emb)

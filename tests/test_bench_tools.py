@@ -60,3 +60,18 @@ def test_misses_counts_each_missed_evidence_document_once_by_its_place(tmp_path)
 def test_bucket_edges():
     assert [misses.bucket(p) for p in (0, 9, 10, 19, 20, 49, 50, 199, None)] == [
         "first 10", "first 10", "11-20", "11-20", "21-50", "21-50", "51-200", "51-200", "not in 200"]
+
+
+def test_the_stage_cost_bench_builds_threads_and_compares_context_on_and_off(tmp_path, monkeypatch, capsys):
+    from mempp.bench import feedback_cost
+
+    monkeypatch.setenv("PERF_DATA", str(tmp_path / "data"))
+    assert feedback_cost.main(["2000", str(tmp_path / "s"), "context=default,off", "--threads", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "context=default: single query p50" in out and "context=off: single query p50" in out
+    assert "context=default against off" in out
+    with mempp.Store.open(tmp_path / "s", read_only=True) as s:
+        snap = s.searcher().snapshot
+        assert snap.has_threads
+        prev, nxt = snap.thread_links
+        assert nxt[0] == 1 and nxt[5] == -1 and prev[6] == -1  # runs of six consecutive documents

@@ -33,28 +33,6 @@ from .vnni import HAS_VNNI, UNROLL, vnni_dot
 PREFETCH_AHEAD = 12
 
 
-@njit(cache=True, nogil=True, inline="always")
-def list_candidates(q8, mask, base, order, start, stop, rows):
-    """The stored rows ``start .. stop`` whose documents are candidates, into ``rows`` (without a
-    branch on the mask), the first few prefetched; returns how many. Listing them first lets the
-    scans prefetch a few rows ahead: their addresses feed the prefetcher."""
-    m = 0
-    for row in range(start, stop):
-        rows[m] = row
-        m += 1 if mask[base + order[row]] else 0
-    for i in range(min(PREFETCH_AHEAD, m)):
-        prefetch_row(q8, rows[i])
-    return m
-
-
-@njit(cache=True, nogil=True, inline="always")
-def next_row(q8, rows, i, m):
-    """``rows[i]``, the ``i``-th of ``m`` listed rows, with the row ``PREFETCH_AHEAD`` after it prefetched."""
-    if i + PREFETCH_AHEAD < m:
-        prefetch_row(q8, rows[i + PREFETCH_AHEAD])
-    return rows[i]
-
-
 @njit(cache=True, nogil=True, fastmath=True)
 def dot_qw(x, qw):
     acc = np.int32(0)
@@ -135,9 +113,16 @@ if HAS_VNNI:
         the same heap, since the bound is exact in integers and float rounding is monotone.
         """
         qs = np.float32(qscale)
-        m = list_candidates(q8, mask, base, order, start, stop, rows)
+        m = 0
+        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
         for i in range(m):
-            row = next_row(q8, rows, i, m)
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
             high = _vnni_high(q8, row, hi, rowsum)
             if n_heap == k and scale[row] * (qs * np.float32(_high_bound(high, row, rowsum, l1))) < heap_scores[0]:
                 continue
@@ -170,9 +155,16 @@ if HAS_VNNI:
     def masked_dot_dense_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, out, rows, order, start, stop):
         """:func:`masked_dot_dense_q8` with ``vpdpbusd`` and prefetching (both halves of every row)."""
         qs = np.float32(qscale)
-        m = list_candidates(q8, mask, base, order, start, stop, rows)
+        m = 0
+        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
         for i in range(m):
-            row = next_row(q8, rows, i, m)
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
             high = _vnni_high(q8, row, hi, rowsum)
             out[base + order[row]] = scale[row] * (qs * np.float32(np.int32(high + vnni_dot(q8, row, lo))))
 
@@ -205,9 +197,16 @@ if HAS_AVX2:
         products) and prefetching; ``rows``: scratch (n,) int64. Candidate rows are listed first,
         without a branch on the mask, and prefetched a few ahead (as :func:`masked_dot_topk_vnni`)."""
         qs = np.float32(qscale)
-        m = list_candidates(q8, mask, base, order, start, stop, rows)
+        m = 0
+        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
         for i in range(m):
-            row = next_row(q8, rows, i, m)
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
             g = base + order[row]
             s = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
             if n_heap < k or s > heap_scores[0] or (s == heap_scores[0] and g > heap_ids[0]):
@@ -233,9 +232,16 @@ if HAS_AVX2:
     def masked_dot_dense_avx2(q8, scale, qw, qscale, mask, base, out, rows, order, start, stop):
         """:func:`masked_dot_dense_q8` with AVX2 (the same int32 dot products) and prefetching."""
         qs = np.float32(qscale)
-        m = list_candidates(q8, mask, base, order, start, stop, rows)
+        m = 0
+        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
+            rows[m] = row
+            m += 1 if mask[base + order[row]] else 0
+        for i in range(min(PREFETCH_AHEAD, m)):
+            prefetch_row(q8, rows[i])
         for i in range(m):
-            row = next_row(q8, rows, i, m)
+            if i + PREFETCH_AHEAD < m:
+                prefetch_row(q8, rows[i + PREFETCH_AHEAD])
+            row = rows[i]
             out[base + order[row]] = scale[row] * (qs * np.float32(_avx2_qw(q8, row, qw)))
 
 else:

@@ -225,7 +225,6 @@ def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None) -> np.ndarray:
     depth = opt.depth
-    cands = np.flatnonzero(mask).astype(np.int64)
     prev, nxt = snap.thread_links
     betas = np.asarray(opt.context if snap.has_threads else (), dtype=np.float64)
     scale = context_scale(snap, opt)
@@ -236,36 +235,76 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
             info["method"] = "exact masked scan (best window)"
         dense = dense_scores(snap, query, mask)
         mu, sigma = candidate_moments(dense, mask)
+        cands = np.flatnonzero(mask).astype(np.int64)
         got = context_topk(
             dense, mu, sigma, cands, len(cands), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(cands)), opt.context_max,
         )
         return out_ids[:got]
-    # Thread context over the exact cosines, standardized by the moments of the first scores.
-    # The context scores of the first scores rank every candidate; each exact cosine is within
-    # ``eps`` of its first score, so each context score moves by at most ``move``: a document more
-    # than twice that below the depth-th cannot enter, and only the rest (and the neighbours
-    # their scores read) are rescored in float32 and ranked again.
+    # Thread context over the exact cosines, standardized by the moments of the first scores
+    # (docs/DESIGN.md §3.3): the context scores of the first scores rank the candidates; each
+    # exact cosine is within ``eps`` of its first score, so each context score moves by at most
+    # ``move``; a document more than twice that below the depth-th cannot enter, and only the
+    # rest (and the neighbours their scores read) are rescored in float32 and ranked again.
     first, eps = first_scores(snap, query, mask, opt)
     mu, sigma = candidate_moments(first, mask)
-    every = np.empty(len(cands))
-    got = context_topk(first, mu, sigma, cands, len(cands), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, every, opt.context_max)
+    move = eps / sigma * (max(1.0, float(betas.max(initial=0.0))) if opt.context_max else 1.0 + 2.0 * float(betas.sum()))
+    move = move * (1.0 + 1e-6) + 1e-9  # the formula's own float64 rounding
+    hops = len(betas)
+    seeds = context_seeds(first, mask, mu, sigma, betas, depth, move) if opt.context_max else None
+    if seeds is None:
+        ranked = np.flatnonzero(mask).astype(np.int64)
+    else:
+        ranked = np.empty(len(seeds) * (2 * hops + 1), dtype=np.int64)
+        ranked = ranked[: with_neighbours(seeds, len(seeds), prev, nxt, hops, mask, np.zeros(snap.n_docs, dtype=np.uint8), ranked)]
+    every = np.empty(len(ranked))
+    got = context_topk(first, mu, sigma, ranked, len(ranked), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, every, opt.context_max)
     if got == 0:
         if info is not None:
             info["method"] = "thread context: no candidates"
         return out_ids[:0]
-    move = eps / sigma * (max(1.0, float(betas.max(initial=0.0))) if opt.context_max else 1.0 + 2.0 * float(betas.sum()))
-    move = move * (1.0 + 1e-6) + 1e-9  # the formula's own float64 rounding
-    pool = cands[every >= out_scores[got - 1] - 2.0 * move] if got == depth else cands
-    hops = len(betas)
+    pool = ranked[every >= out_scores[got - 1] - 2.0 * move] if got == depth else ranked
     need = np.empty(len(pool) * (2 * hops + 1), dtype=np.int64)
     m = with_neighbours(pool, len(pool), prev, nxt, hops, mask, np.zeros(snap.n_docs, dtype=np.uint8), need)
     ids = np.sort(need[:m])
     first[ids] = rescore(snap, ids, query)
     if info is not None:
         info["method"] = "thread context: first scores (int8 where a copy exists), exact rescore"
+        info["first_ranked"] = len(ranked)
         info["rescored_rows"] = int(m)
     got = context_topk(first, mu, sigma, pool, len(pool), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(pool)), opt.context_max)
     return out_ids[:got]
+
+
+SEED_SAMPLE = 8  # context_seeds: every 8th document's first score bounds the depth-th from below
+
+
+def context_seeds(first: np.ndarray, mask: np.ndarray, mu: float, sigma: float, betas: np.ndarray, depth: int, move: float) -> np.ndarray | None:
+    """The documents from whose thread neighbourhoods (``len(betas)`` steps) the top ``depth`` by
+    context score (max mode), and every document within ``2 * move`` of it, must come; None when
+    that cannot be shown and every candidate must be ranked.
+
+    A document's context score is its own z-score or a lift of at most ``max(betas)`` (a
+    neighbour's share is at most 1) times a neighbour's. With ``max(betas) <= 1``, a score above a
+    positive ``x`` is a z-score above ``x``: the document's own or a neighbour's. Every 8th
+    document's first score gives a lower bound ``z`` on the ``depth``-th z-score (a positive first
+    score is a candidate's: others are 0), so the ``depth``-th context score is at least ``z``,
+    and the documents that matter score above ``z - 2 * move``, positive here: they are the
+    documents whose own z-score is above it, and their neighbours.
+    """
+    if float(betas.max(initial=0.0)) > 1.0:
+        return None
+    sample = first[::SEED_SAMPLE]
+    if len(sample) < depth:
+        return None
+    top = -float(np.partition(-sample, depth - 1)[depth - 1])  # the depth-th largest (select from the small end: faster among many zeros)
+    bound = (top - mu) / sigma - 2.0 * move
+    if top <= 0.0 or bound <= 1e-6:
+        return None
+    threshold = mu + (bound - 1e-6) * sigma - 1e-6  # lowered past the rounding of z-scores
+    keep = first >= threshold
+    if threshold <= 0.0:
+        keep &= mask.view(bool)
+    return np.flatnonzero(keep).astype(np.int64)
 
 
 def context_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> tuple[np.ndarray, np.ndarray]:

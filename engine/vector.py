@@ -1,8 +1,9 @@
 """The vector leg of one query (docs/DESIGN.md §3.2): cosine top ``depth`` over the candidates, exactly.
 
 Owns the choice between the HNSW index and the exact scan per indexed range (a cost model),
-the int8 scan with its exact rescore and certificate, the float32 fallback, and the dense
-pass that windows and thread context need. Bulk scoring is ``vector_batch``. It must never
+the int8 scan with its exact rescore and certificate, the float32 fallback, the dense
+pass that windows need, and thread context's ranking from the int8 first scores with its
+exact rescore of the documents within reach of the top. Bulk scoring is ``vector_batch``. It must never
 import the other legs, fusion, the planner or the store.
 
 Never imports: lexical, tags, vector_batch, fusion, planner, store.
@@ -32,9 +33,10 @@ KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
 def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None = None) -> np.ndarray:
     """Top ``depth`` doc ids by cosine over the candidates, exactly.
 
-    A document with extra window vectors scores as its best window; with thread context
-    each score is lifted by its neighbours'. Both need every candidate's score (a dense
-    pass). Otherwise a heap keeps the best ``depth`` during the scan, and segments with an
+    A document with extra window vectors scores as its best window (a float32 pass over
+    every candidate); with thread context each score is lifted by its neighbours', ranked from
+    every candidate's int8 first score and rescored where it can still reach the top
+    (``docs/DESIGN.md`` §3.3). Otherwise a heap keeps the best ``depth`` during the scan, and segments with an
     int8 copy are scanned through it: the best ``RESCORE x depth`` rows by approximate score
     are rescored exactly, and the result is certified against the int8 error bound (a row
     left out could not have entered the top ``depth``) or the scan is redone in float32.

@@ -23,7 +23,7 @@ Why the merge is exact (the rows equal ``Store.query_batch``'s):
   in it nor within the context's hops of it has a context score of at most
   ``context_bound(z_M)`` (``kernels.context``). The driver fetches candidate bits and raw scores
   of the documents within twice the hops of the top ``M`` (and within the hops of the tag
-  documents), computes their context scores with the planner's kernels (``with_neighbours``,
+  documents), computes their context scores with the planner's kernels (``neighbourhood``,
   ``context_topk``) over the whole store's thread links, and accepts the top ``depth`` when its
   last score beats the bound, or when the top ``M`` holds every scored document; else ``M``
   doubles and the shards send more.
@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mempp.kernels import context_bound, context_topk, merge_sums, moments_from_sums, with_neighbours
+from mempp.kernels import context_bound, context_topk, merge_sums, moments_from_sums, neighbourhood
 from mempp.storage import StoreError
 
 from .errors import ValidationError
@@ -449,8 +449,8 @@ class _ZLeg:
         hops = len(betas)
         scale = driver.scale(opt) if len(betas) else np.zeros(0, dtype=np.float32)
         top = np.ascontiguousarray(self.top_ids, dtype=np.int64)
-        pool = np.empty(max(len(top) * (2 * hops + 1), 1), dtype=np.int64)
-        m = with_neighbours(top, len(top), prev, nxt, hops, mask, driver._seen, pool)
+        pool = neighbourhood(top, prev, nxt, hops, mask, driver._seen)
+        m = len(pool)
         depth = opt.depth
         out_ids = np.empty(depth, dtype=np.int64)
         out_scores = np.empty(depth, dtype=np.float64)

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, sparse_moments, with_neighbours
+from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, neighbourhood, sparse_moments
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.storage import Snapshot
 
@@ -80,9 +80,8 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
         mu, sigma = sparse_moments(scores, touched, n, n_cand)
-        pool = np.empty(n * (2 * len(betas) + 1), dtype=np.int64)
-        seen = np.zeros(snap.n_docs, dtype=np.uint8)
-        m = with_neighbours(touched, n, prev, nxt, len(betas), mask, seen, pool)
+        pool = neighbourhood(touched[:n], prev, nxt, len(betas), mask)
+        m = len(pool)
         out_scores = np.empty(depth, dtype=np.float64)
         scale = context_scale(snap, opt)
         got = context_topk(

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from mempp.kernels import (
-    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, rescore_exact, with_neighbours,
+    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, neighbourhood, rescore_exact,
 )
 from mempp.kernels.cosine import certified_tops, embedding_table
 from mempp.kernels.int8dot import Int8Query
@@ -232,16 +232,17 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
     scale = context_scale(snap, opt)
     out_ids = np.empty(depth, dtype=np.int64)
     out_scores = np.empty(depth)
+
+    def rank(scores: np.ndarray, mu: float, sigma: float, ids: np.ndarray, every: np.ndarray) -> int:
+        """The top ``depth`` of ``ids`` by context score into ``out_*``; every one's into ``every``."""
+        return context_topk(scores, mu, sigma, ids, len(ids), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, every, opt.context_max)
+
     if snap.has_windows:
         if info is not None:
             info["method"] = "exact masked scan (best window)"
         dense = dense_scores(snap, query, mask)
-        mu, sigma = candidate_moments(dense, mask)
         cands = np.flatnonzero(mask).astype(np.int64)
-        got = context_topk(
-            dense, mu, sigma, cands, len(cands), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(cands)), opt.context_max,
-        )
-        return out_ids[:got]
+        return out_ids[: rank(dense, *candidate_moments(dense, mask), cands, np.empty(len(cands)))]
     # Thread context over the exact cosines, standardized by the moments of the first scores
     # (docs/DESIGN.md §3.3): the context scores of the first scores rank the candidates; each
     # exact cosine is within ``eps`` of its first score, so each context score moves by at most
@@ -252,29 +253,23 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
     move = eps / sigma * (max(1.0, float(betas.max(initial=0.0))) if opt.context_max else 1.0 + 2.0 * float(betas.sum()))
     move = move * (1.0 + 1e-6) + 1e-9  # the formula's own float64 rounding
     hops = len(betas)
+    seen = np.zeros(snap.n_docs, dtype=np.uint8)  # neighbourhood's scratch, zero again after each use
     seeds = context_seeds(first, mask, mu, sigma, betas, depth, move) if opt.context_max else None
-    if seeds is None:
-        ranked = np.flatnonzero(mask).astype(np.int64)
-    else:
-        ranked = np.empty(len(seeds) * (2 * hops + 1), dtype=np.int64)
-        ranked = ranked[: with_neighbours(seeds, len(seeds), prev, nxt, hops, mask, np.zeros(snap.n_docs, dtype=np.uint8), ranked)]
+    ranked = np.flatnonzero(mask).astype(np.int64) if seeds is None else neighbourhood(seeds, prev, nxt, hops, mask, seen)
     every = np.empty(len(ranked))
-    got = context_topk(first, mu, sigma, ranked, len(ranked), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, every, opt.context_max)
+    got = rank(first, mu, sigma, ranked, every)
     if got == 0:
         if info is not None:
             info["method"] = "thread context: no candidates"
         return out_ids[:0]
     pool = ranked[every >= out_scores[got - 1] - 2.0 * move] if got == depth else ranked
-    need = np.empty(len(pool) * (2 * hops + 1), dtype=np.int64)
-    m = with_neighbours(pool, len(pool), prev, nxt, hops, mask, np.zeros(snap.n_docs, dtype=np.uint8), need)
-    ids = np.sort(need[:m])
+    ids = np.sort(neighbourhood(pool, prev, nxt, hops, mask, seen))
     first[ids] = rescore(snap, ids, query)
     if info is not None:
         info["method"] = "thread context: first scores (int8 where a copy exists), exact rescore"
         info["first_ranked"] = len(ranked)
-        info["rescored_rows"] = int(m)
-    got = context_topk(first, mu, sigma, pool, len(pool), prev, nxt, betas, scale, mask, depth, out_ids, out_scores, np.empty(len(pool)), opt.context_max)
-    return out_ids[:got]
+        info["rescored_rows"] = len(ids)
+    return out_ids[: rank(first, mu, sigma, pool, np.empty(len(pool)))]
 
 
 SEED_SAMPLE = 8  # context_seeds: every 8th document's first score bounds the depth-th from below

@@ -191,6 +191,17 @@ def with_neighbours(ids, n_ids, prev, nxt, hops, mask, seen, out):
     return m
 
 
+def neighbourhood(ids, prev, nxt, hops: int, mask, seen=None) -> np.ndarray:
+    """:func:`with_neighbours` of ``ids`` as a new array: ``ids`` plus their candidate thread
+    neighbours up to ``hops`` steps, each once. ``seen``: the caller's zeroed scratch over all
+    documents, zero again on return (a fresh one when None)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    out = np.empty(max(len(ids) * (2 * hops + 1), 1), dtype=np.int64)
+    if seen is None:
+        seen = np.zeros(len(prev), dtype=np.uint8)
+    return out[: with_neighbours(ids, len(ids), prev, nxt, hops, mask, seen, out)]
+
+
 @njit(cache=True, nogil=True)
 def context_topk(scores, mu, sigma, ids, n_ids, prev, nxt, betas, scale, mask, k, out_ids, out_scores, all_scores, use_max=False):
     """Context scores of ``ids[:n_ids]`` into ``all_scores`` and their best ``k`` into ``out_*``; returns how many.

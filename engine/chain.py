@@ -194,14 +194,15 @@ def chain_lift(
     lengths = snap.lengths
     long = [h for h in order[:hits] if lengths[h] >= CHAIN_MIN_LENGTH]  # a short hit pulls by references alone
     none = (np.zeros(0, dtype=np.int64), frozenset())
-    terms = {h: (ids[~member(ids, exclude)], days) for h, (ids, days) in zip(long, doc_terms(snap, long))}
+    held = {h: (ids[~member(ids, exclude)], days) for h, (ids, days) in zip(long, doc_terms(snap, long))}
+    hit_terms = [held.get(h, none) for h in order[:hits]]  # each hit's terms it may chain by, and its named days
     # Every hit's frequencies in one lookup (a term's frequency does not depend on the others asked with it)
-    ends = np.cumsum([len(terms.get(h, none)[0]) for h in order[:hits]])
-    every_df = term_dfs(snap, np.concatenate([terms.get(h, none)[0] for h in order[:hits]]))
+    ends = np.cumsum([len(ids) for ids, _ in hit_terms])
+    every_df = term_dfs(snap, np.concatenate([ids for ids, _ in hit_terms]))
     for i, h in enumerate(order[:hits]):
         v = CHAIN_SHARE * fused[h]
         got: list[int] = list(linked.get(h, ()))
-        ids, days = terms.get(h, none)
+        ids, days = hit_terms[i]
         df = every_df[ends[i] - len(ids) : ends[i]]  # both links select by it
         rare = rare_terms(snap, ids, df)
         if len(rare):

@@ -278,7 +278,7 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=500 if LONG else 60,
+    max_examples=500 if LONG else 40,
     stateful_step_count=50 if LONG else 30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_topk, neighbourhood, sparse_moments
+from mempp.kernels import bm25_accumulate, bm25_idf, clear_touched, context_seeds, context_topk, neighbourhood, sparse_moments
 from mempp.kernels.maxscore import dense_index, lex_idf, lex_lookup, lex_query, lex_score_docs, lex_topk, scratch_size, segment_table
 from mempp.storage import Snapshot
 
@@ -80,8 +80,12 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         betas = np.asarray(opt.context, dtype=np.float64)
         prev, nxt = snap.thread_links
         mu, sigma = sparse_moments(scores, touched, n, n_cand)
-        pool = neighbourhood(touched[:n], prev, nxt, len(betas), mask)
+        # Max mode: only the strong matches' neighbourhoods can hold the top (move 0: BM25 is exact).
+        seeds = context_seeds(scores[: snap.n_docs], mask, mu, sigma, betas, depth, 0.0) if opt.context_max else None
+        pool = neighbourhood(touched[:n] if seeds is None else seeds, prev, nxt, len(betas), mask)
         m = len(pool)
+        if info is not None:
+            info["ranked"] = m
         out_scores = np.empty(depth, dtype=np.float64)
         scale = context_scale(snap, opt)
         got = context_topk(

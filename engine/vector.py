@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from mempp.kernels import (
-    TopK, candidate_moments, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, neighbourhood, rescore_exact,
+    TopK, candidate_moments, context_seeds, context_topk, heap_push_many, masked_dot_dense, masked_dot_max, masked_dot_topk, neighbourhood,
+    rescore_exact,
 )
 from mempp.kernels.cosine import certified_tops, embedding_table
 from mempp.kernels.int8dot import Int8Query
@@ -270,38 +271,6 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
         info["first_ranked"] = len(ranked)
         info["rescored_rows"] = len(ids)
     return out_ids[: rank(first, mu, sigma, pool, np.empty(len(pool)))]
-
-
-SEED_SAMPLE = 8  # context_seeds: every 8th document's first score bounds the depth-th from below
-
-
-def context_seeds(first: np.ndarray, mask: np.ndarray, mu: float, sigma: float, betas: np.ndarray, depth: int, move: float) -> np.ndarray | None:
-    """The documents from whose thread neighbourhoods (``len(betas)`` steps) the top ``depth`` by
-    context score (max mode), and every document within ``2 * move`` of it, must come; None when
-    that cannot be shown and every candidate must be ranked.
-
-    A document's context score is its own z-score or a lift of at most ``max(betas)`` (a
-    neighbour's share is at most 1) times a neighbour's. With ``max(betas) <= 1``, a score above a
-    positive ``x`` is a z-score above ``x``: the document's own or a neighbour's. Every 8th
-    document's first score gives a lower bound ``z`` on the ``depth``-th z-score (a positive first
-    score is a candidate's: others are 0), so the ``depth``-th context score is at least ``z``,
-    and the documents that matter score above ``z - 2 * move``, positive here: they are the
-    documents whose own z-score is above it, and their neighbours.
-    """
-    if float(betas.max(initial=0.0)) > 1.0:
-        return None
-    sample = first[::SEED_SAMPLE]
-    if len(sample) < depth:
-        return None
-    top = -float(np.partition(-sample, depth - 1)[depth - 1])  # the depth-th largest (select from the small end: faster among many zeros)
-    bound = (top - mu) / sigma - 2.0 * move
-    if top <= 0.0 or bound <= 1e-6:
-        return None
-    threshold = mu + (bound - 1e-6) * sigma - 1e-6  # lowered past the rounding of z-scores
-    keep = first >= threshold
-    if threshold <= 0.0:
-        keep &= mask.view(bool)
-    return np.flatnonzero(keep).astype(np.int64)
 
 
 def context_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ where ``prev_h``/``next_h`` are the documents ``h + 1`` steps before/after
 ``prev``/``next`` hold the one-step links (−1: none).
 
 Owns the context score: the candidates' moments (exact fixed-point sums), the neighbours' lift,
-and its top-k, over dense and sparse scores.
+the documents its top can come from (max mode), and its top-k, over dense and sparse scores.
 
 Never imports: bm25, cosine, maxscore, mempp.storage, mempp.store.
 """
@@ -200,6 +200,40 @@ def neighbourhood(ids, prev, nxt, hops: int, mask, seen=None) -> np.ndarray:
     if seen is None:
         seen = np.zeros(len(prev), dtype=np.uint8)
     return out[: with_neighbours(ids, len(ids), prev, nxt, hops, mask, seen, out)]
+
+
+SEED_SAMPLE = 8  # context_seeds: every 8th document's score bounds the depth-th from below
+
+
+def context_seeds(first: np.ndarray, mask: np.ndarray, mu: float, sigma: float, betas: np.ndarray, depth: int, move: float) -> np.ndarray | None:
+    """The documents from whose thread neighbourhoods (``len(betas)`` steps) the top ``depth`` by
+    context score (max mode), and every document within ``2 * move`` of it, must come; None when
+    that cannot be shown and every candidate must be ranked. ``first``: a leg's scores over every
+    document, positive only for candidates (0 elsewhere); ``move``: how far each context score
+    may still move (the vector leg's rescore; 0 for exact scores, the lexical leg's).
+
+    A document's context score is its own z-score or a lift of at most ``max(betas)`` (a
+    neighbour's share is at most 1) times a neighbour's. With ``max(betas) <= 1``, a score above a
+    positive ``x`` is a z-score above ``x``: the document's own or a neighbour's. Every 8th
+    document's first score gives a lower bound ``z`` on the ``depth``-th z-score (a positive first
+    score is a candidate's: others are 0), so the ``depth``-th context score is at least ``z``,
+    and the documents that matter score above ``z - 2 * move``, positive here: they are the
+    documents whose own z-score is above it, and their neighbours.
+    """
+    if float(betas.max(initial=0.0)) > 1.0:
+        return None
+    sample = first[::SEED_SAMPLE]
+    if len(sample) < depth:
+        return None
+    top = -float(np.partition(-sample, depth - 1)[depth - 1])  # the depth-th largest (select from the small end: faster among many zeros)
+    bound = (top - mu) / sigma - 2.0 * move
+    if top <= 0.0 or bound <= 1e-6:
+        return None
+    threshold = mu + (bound - 1e-6) * sigma - 1e-6  # lowered past the rounding of z-scores
+    keep = first >= threshold
+    if threshold <= 0.0:
+        keep &= mask.view(bool)
+    return np.flatnonzero(keep).astype(np.int64)
 
 
 @njit(cache=True, nogil=True)

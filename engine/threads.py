@@ -37,6 +37,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from mempp.kernels import thread_members
 from mempp.kernels.rrf import RESERVE_SLOTS
 
 from .chain import chain_lift, member
@@ -62,27 +63,22 @@ def lift_siblings(order: Sequence[int], fused: Mapping[int, float], siblings_of:
     return lifted
 
 
-def thread_siblings(snap, mask: np.ndarray, max_size: int) -> Callable[[int], Sequence[int]]:
-    """``siblings_of(doc)``: the other candidate documents of ``doc``'s thread in ingest order, when
-    that thread holds at most ``max_size`` documents in the store (else none)."""
+def thread_siblings(snap, mask: np.ndarray, max_size: int, docs: Sequence[int]) -> Callable[[int], Sequence[int]]:
+    """``siblings_of(doc)`` for each of ``docs``: the other candidate documents of ``doc``'s thread
+    in ingest order, when that thread holds at most ``max_size`` documents in the store (else
+    none); found in one kernel call (``kernels.context.thread_members``)."""
     facet = snap.threads
-    counts = facet.counts()
-    codes = facet.codes
     prev, nxt = snap.thread_links  # each document's neighbour in its thread, in ingest order
+    ids = np.asarray(docs, dtype=np.int64)
+    offs = np.empty(len(ids) + 1, dtype=np.int64)
+    out = np.empty(max(len(ids) * max(max_size, 0), 1), dtype=np.int64)
+    thread_members(ids, facet.codes, facet.counts(), prev, nxt, mask, max_size, offs, out)
+    where = {d: j for j, d in enumerate(ids.tolist())}
+    bounds, members = offs.tolist(), out.tolist()
 
     def siblings_of(d: int) -> Sequence[int]:
-        c = int(codes[d])
-        if c < 0 or counts[c] > max_size or counts[c] < 2:
-            return ()
-        head = d
-        while prev[head] >= 0:  # at most max_size steps
-            head = int(prev[head])
-        out = []
-        while head >= 0:
-            if head != d and mask[head]:
-                out.append(head)
-            head = int(nxt[head])
-        return out
+        j = where[d]
+        return members[bounds[j] : bounds[j + 1]]
 
     return siblings_of
 
@@ -125,7 +121,7 @@ def choose(
         if chained is not None:
             chained.update(pulled)
     if opt.siblings and snap.has_threads:
-        fused.update(lift_siblings(order, fused, thread_siblings(snap, mask, opt.siblings), SIBLING_SHARE))
+        fused.update(lift_siblings(order, fused, thread_siblings(snap, mask, opt.siblings, order), SIBLING_SHARE))
         order = fused_order(fused)
     qualifies = None
     if opt.reserve and opt.reserve_rule == "relevant":

@@ -35,7 +35,7 @@ from .cosine import batch_topk, masked_dot_topk, quantize_rows, rescore_exact
 from .int8dot import Int8Batch, Int8Query, batch_scan, has_vnni, identity_order, masked_dot_above_q8, masked_dot_topk_q8, quantize_query, row_stats, segment_stats
 from .context import (
     candidate_moments, context_bound, context_seeds, context_topk, fixed_sums, fixed_sums_masked, masked_dot_dense, masked_dot_max,
-    merge_sums, moments_from_sums, neighbourhood, sparse_moments, with_neighbours,
+    merge_sums, moments_from_sums, neighbourhood, sparse_moments, thread_members, with_neighbours,
 )
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "moments_from_sums",
     "sparse_moments",
     "neighbourhood",
+    "thread_members",
     "with_neighbours",
     "context_topk",
     "context_seeds",

@@ -202,6 +202,30 @@ def neighbourhood(ids, prev, nxt, hops: int, mask, seen=None) -> np.ndarray:
     return out[: with_neighbours(ids, len(ids), prev, nxt, hops, mask, seen, out)]
 
 
+@njit(cache=True, nogil=True)
+def thread_members(ids, codes, counts, prev, nxt, mask, max_size, offs, out):
+    """For each of ``ids``: the other candidate documents of its thread in ingest order, when the
+    thread holds 2 to ``max_size`` documents (else none), written to ``out[offs[j]:offs[j + 1]]``
+    (capacity ``len(ids) * max_size``). Returns how many were written."""
+    m = 0
+    for j in range(ids.shape[0]):
+        d = ids[j]
+        offs[j] = m
+        c = codes[d]
+        if c < 0 or counts[c] > max_size or counts[c] < 2:
+            continue
+        head = d
+        while prev[head] >= 0:  # at most max_size steps
+            head = prev[head]
+        while head >= 0:
+            if head != d and mask[head]:
+                out[m] = head
+                m += 1
+            head = nxt[head]
+    offs[ids.shape[0]] = m
+    return m
+
+
 SEED_SAMPLE = 8  # context_seeds: every 8th document's score bounds the depth-th from below
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import mempp
 from mempp.fusion import select as paper_select
 from mempp.fusion import select_ranked as select
-from mempp.threads import SIBLING_SHARE, lift_siblings
+from mempp.threads import SIBLING_SHARE, lift_siblings, thread_siblings
 
 NAT = np.iinfo(np.int64).min
 
@@ -49,6 +49,32 @@ def test_lift_siblings_against_a_model(fused, thread_of, share):
             assert d not in got
         else:
             assert got[d] == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(0, 6)), min_size=1, max_size=30),
+    st.lists(st.booleans(), min_size=30, max_size=30),
+    st.integers(1, 5),
+    st.data(),
+)
+def test_thread_siblings_against_a_model(tmp_path_factory, thread_of, candidate, max_size, data):
+    """``thread_siblings`` (one kernel call for the documents asked) equals the thread lists: the
+    other candidate members of a thread of 2 to ``max_size`` documents, in ingest order."""
+    n = len(thread_of)
+    docs = [{"id": f"d{i}", "text": "x"} | ({"thread": f"t{t}"} if t is not None else {}) for i, t in enumerate(thread_of)]
+    with mempp.Store.open(tmp_path_factory.mktemp("sib") / "s", embedder=mempp.HashEmbedder(dim=4)) as s:
+        s.add(docs[: n // 2])
+        s.add(docs[n // 2 :])  # two segments: threads cross them
+        snap = s.searcher().snapshot
+        mask = np.array(candidate[:n], dtype=np.uint8)
+        asked = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n), label="asked")
+        siblings_of = thread_siblings(snap, mask, max_size, asked)
+        for d in asked:
+            t = thread_of[d]
+            members = [i for i in range(n) if t is not None and thread_of[i] == t]
+            want = [i for i in members if i != d and mask[i]] if 2 <= len(members) <= max_size else []
+            assert list(siblings_of(d)) == want, (d, t)
 
 
 def test_select_reserve_takes_only_qualifying_documents():

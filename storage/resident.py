@@ -20,8 +20,9 @@ service that calls :meth:`Store.make_resident` before serving has none.) The cop
 memory (1.1 s for 384 MB on this VM, whose host backs each new page on first touch) and is
 made once per segment, on the store's first query or by :meth:`Store.make_resident`.
 
-Owns the huge-page copies (:func:`resident_copy`, :func:`release_pages`, :class:`Residency`) and
-the ``madvise`` calls. It moves bytes only: the snapshot and the store decide which and when.
+Owns the huge-page copies (:func:`resident_copy`, :func:`release_pages`, :class:`Residency`), the
+read advice for stores larger than memory (:func:`advise`, :func:`larger_than_memory`) and the
+``madvise`` calls. It moves bytes only: the snapshot and the store decide which and when.
 
 Never imports: snapshot, files, mempp.store.
 """
@@ -82,6 +83,43 @@ def _in_read_only_file_mapping(lo: int, hi: int) -> bool:
     except OSError:
         pass
     return False
+
+
+RANDOM_READS_SHARE = 0.5  # float32 embeddings beyond this share of physical memory: read them without readahead
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (0 where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def larger_than_memory(nbytes: int) -> bool:
+    """Whether ``nbytes`` of mapped rows exceed ``RANDOM_READS_SHARE`` of physical memory: the page
+    cache cannot hold them beside everything else, so reads of scattered rows come from disk."""
+    mem = physical_memory()
+    return mem > 0 and nbytes > RANDOM_READS_SHARE * mem
+
+
+def advise(arr: np.ndarray, how: str) -> bool:
+    """``madvise`` the whole pages inside ``arr`` with ``MADV_RANDOM`` or ``MADV_SEQUENTIAL``
+    (``how``: "random", "sequential"): what the kernel reads ahead when a read of them faults.
+    Harmless on anonymous memory. Returns whether the advice was taken.
+
+    Random: a fault reads the one page it needs instead of 128 KiB around it. Rows of 1.5 KiB
+    read one at a time (the exact rescore of a store larger than memory) otherwise pull 85 rows'
+    bytes from disk each and push useful pages out of the cache: the default query on 10M
+    documents (a 32 GB store, 24 GiB of memory) took 1,061 to 1,255 ms p50 without the advice
+    and 418 to 478 ms with it, cold and warm."""
+    advice = getattr(mmap, {"random": "MADV_RANDOM", "sequential": "MADV_SEQUENTIAL"}[how], None)
+    if advice is None or not sys.platform.startswith("linux") or arr.nbytes == 0:
+        return False
+    start = arr.ctypes.data
+    lo = -(-start // PAGE) * PAGE
+    hi = (start + arr.nbytes) // PAGE * PAGE
+    return hi > lo and _madvise(lo, hi - lo, advice)
 
 
 def release_pages(arr: np.ndarray) -> bool:

@@ -103,6 +103,14 @@ def larger_than_memory(nbytes: int) -> bool:
     return mem > 0 and nbytes > RANDOM_READS_SHARE * mem
 
 
+def advise_store(arrays: list) -> None:
+    """Advise a version's float32 embeddings (``arrays``, one per segment) for random reads where
+    together they are :func:`larger_than_memory`; else leave the kernel's default."""
+    if larger_than_memory(sum(a.nbytes for a in arrays)):
+        for a in arrays:
+            advise(a, "random")
+
+
 def advise(arr: np.ndarray, how: str) -> bool:
     """``madvise`` the whole pages inside ``arr`` with ``MADV_RANDOM`` or ``MADV_SEQUENTIAL``
     (``how``: "random", "sequential"): what the kernel reads ahead when a read of them faults.

@@ -36,7 +36,7 @@ from .errors import CorruptStoreError
 from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
 from .postings import Postings
-from .resident import advise, larger_than_memory
+from .resident import advise_store
 from .segment import NAT, Segment, timestamp_column, date_order
 from .erase import erased_in
 
@@ -65,10 +65,8 @@ class SegmentEntry:
 
     def q8_stats(self) -> tuple:
         """The int8 copy's per-row byte sums and ``sum |q8|``, and the maxima the error bound
-        needs (kernels.int8dot.segment_stats).
-
-        Computed on the first query that scans the segment (about 2 ms per 50,000 rows) and kept.
-        """
+        needs (kernels.int8dot.segment_stats). Computed on the first query that scans the
+        segment (about 2 ms per 50,000 rows) and kept."""
         stats = self._q8_stats
         if stats is None:
             from mempp.kernels.int8dot import segment_stats
@@ -244,9 +242,7 @@ class Snapshot:
                                     f"manifest says {state.n_docs} documents, segments hold {self.n_docs}")
         self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
         self._starts_list = self._starts.tolist()  # for bisect: a scalar lookup 10x cheaper than numpy's
-        if larger_than_memory(sum(s.embeddings.nbytes for s in segs)):
-            for s in segs:  # the exact rescore reads scattered rows: no readahead (storage/resident.py)
-                advise(s.embeddings, "random")
+        advise_store([s.embeddings for s in segs])  # the exact rescore reads scattered rows (storage/resident.py)
         reuse = base if (base is not None and not placeholders) else None
         self._derive(sups, placeholders, reuse)
         # Last, when nothing can fail any more: the term dictionary. An earlier version's is

@@ -51,8 +51,8 @@ _LIMIT = 1 << 62
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add(h1, l1, h2, l2, v, scale):
-    q = np.int64(np.rint(v * scale))
+def _add_q(h1, l1, h2, l2, q):
+    """Add the multiple ``q`` and its square to the two-word sums, carrying before a word overflows."""
     l1 += q
     l2 += q * q
     if l2 >= _LIMIT or l1 >= _LIMIT or l1 <= -_LIMIT:
@@ -63,6 +63,11 @@ def _add(h1, l1, h2, l2, v, scale):
         h2 += c
         l2 -= c << _CARRY
     return h1, l1, h2, l2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(h1, l1, h2, l2, v, scale):
+    return _add_q(h1, l1, h2, l2, np.int64(np.rint(v * scale)))
 
 
 @njit(cache=True, nogil=True)
@@ -88,16 +93,7 @@ def fixed_sums_masked(scores, mask, out):
         # 305 against 137 us over 100k documents, 44% candidates): others add 0, whatever they hold.
         m = np.int64(mask[i] != 0)
         n += m
-        q = np.int64(np.rint(scores[i] * scale)) * m
-        l1 += q
-        l2 += q * q
-        if l2 >= _LIMIT or l1 >= _LIMIT or l1 <= -_LIMIT:
-            c = l1 >> _CARRY
-            h1 += c
-            l1 -= c << _CARRY
-            c = l2 >> _CARRY
-            h2 += c
-            l2 -= c << _CARRY
+        h1, l1, h2, l2 = _add_q(h1, l1, h2, l2, np.int64(np.rint(scores[i] * scale)) * m)
     out[0], out[1], out[2], out[3] = h1, l1, h2, l2
     return n
 

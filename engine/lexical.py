@@ -81,7 +81,7 @@ def _lexical_leg(snap: Snapshot, question: str, mask: np.ndarray, n_cand: int, o
         prev, nxt = snap.thread_links
         mu, sigma = sparse_moments(scores, touched, n, n_cand)
         # Max mode: only the strong matches' neighbourhoods can hold the top (move 0: BM25 is exact).
-        seeds = context_seeds(scores[: snap.n_docs], mask, mu, sigma, betas, depth, 0.0) if opt.context_max else None
+        seeds = context_seeds(scores, mask, mu, sigma, betas, depth, 0.0) if opt.context_max else None
         pool = neighbourhood(touched[:n] if seeds is None else seeds, prev, nxt, len(betas), mask)
         m = len(pool)
         if info is not None:

@@ -495,7 +495,7 @@ class Writer:
             return None
         t = time.perf_counter()
         rows = [e.segment.embeddings[max(0, first - e.base) :] for e in snap.segments if e.base + e.segment.n > first]
-        index = ann_build(rows, first, m=m, ef_construction=ef_construction, workers=workers)
+        index = ann_build(rows, first, m=m, ef_construction=ef_construction, workers=workers, store_bytes=snap.embedding_bytes)
         data = ann_bytes(index, self.path / f".ann-build.tmp-{os.getpid()}")
         params = {"space": "ip", "M": int(m), "ef_construction": int(ef_construction)}
         self._commit(CommitBatch(ann=(first, n, params, data)))

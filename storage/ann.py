@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .resident import advise
+from .resident import advise_if_larger
 
 DEFAULT_M = 32  # 16 (efC 100) left clustered 1M queries stranded: recall@10 0.94 with >50% candidates
 DEFAULT_EF_CONSTRUCTION = 200
@@ -78,10 +78,12 @@ class AnnIndex:
 
 
 def build(
-    parts: list[np.ndarray], first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, workers: int = 0
+    parts: list[np.ndarray], first: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION, workers: int = 0,
+    store_bytes: int = 0,
 ) -> "object":
     """A new hnswlib index over the rows of ``parts`` in order (doc ids ``first ..``), fed in
-    slices so the (memory-mapped) embeddings are never copied whole."""
+    slices so the (memory-mapped) embeddings are never copied whole. ``store_bytes``: the float32
+    embeddings of the store they come from (read once, in order, where it is larger than memory)."""
     import hnswlib
 
     n = sum(len(p) for p in parts)
@@ -91,8 +93,8 @@ def build(
     index.set_num_threads(workers or os.cpu_count() or 1)
     step = 50_000
     label = first
+    advise_if_larger(parts, store_bytes, "sequential")
     for part in parts:
-        advise(part, "sequential")  # read once, in order (a store larger than memory reads its rows without readahead)
         for a in range(0, len(part), step):
             rows = np.ascontiguousarray(part[a : a + step], dtype=np.float32)
             index.add_items(rows, np.arange(label, label + len(rows)))

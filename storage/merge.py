@@ -40,7 +40,7 @@ import pyarrow as pa
 from .arrowio import map_table
 from .files import FileRef, write_table_file
 from .fsutil import close_all, failpoint, fsync_all
-from .resident import advise
+from .resident import advise_if_larger
 from .manifest import SEGMENTS, Entry, State, Unit, commit_version
 from .postings import Postings
 from . import commits
@@ -112,8 +112,7 @@ def merged_unit(store: Path, snap, units: list[Unit]) -> Unit:
     pending: list = []  # written first, then fsynced at once (fsutil.fsync_all)
     try:
         if entries:
-            for e in entries:  # read once, in order (a store larger than memory reads its rows without readahead)
-                advise(e.segment.embeddings, "sequential")
+            advise_if_larger([e.segment.embeddings for e in entries], snap.embedding_bytes, "sequential")  # read once, in order
             docs = pa.concat_tables([e.segment.table for e in entries]).combine_chunks()
             files["docs"] = write_table_file(store, f"{stem}.docs.arrow", docs, pending)
             small = sum(u.n_docs for u in units) < commits.SMALL_UNIT  # derived data made when opened (commits.SMALL_UNIT)

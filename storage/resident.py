@@ -21,7 +21,7 @@ memory (1.1 s for 384 MB on this VM, whose host backs each new page on first tou
 made once per segment, on the store's first query or by :meth:`Store.make_resident`.
 
 Owns the huge-page copies (:func:`resident_copy`, :func:`release_pages`, :class:`Residency`), the
-read advice for stores larger than memory (:func:`advise`, :func:`larger_than_memory`) and the
+read advice for stores larger than memory (:func:`advise_if_larger`, :func:`advise`) and the
 ``madvise`` calls. It moves bytes only: the snapshot and the store decide which and when.
 
 Never imports: snapshot, files, mempp.store.
@@ -103,12 +103,14 @@ def larger_than_memory(nbytes: int) -> bool:
     return mem > 0 and nbytes > RANDOM_READS_SHARE * mem
 
 
-def advise_store(arrays: list) -> None:
-    """Advise a version's float32 embeddings (``arrays``, one per segment) for random reads where
-    together they are :func:`larger_than_memory`; else leave the kernel's default."""
-    if larger_than_memory(sum(a.nbytes for a in arrays)):
+def advise_if_larger(arrays: list, store_bytes: int, how: str) -> None:
+    """:func:`advise` each of ``arrays`` (rows of a store whose float32 embeddings take
+    ``store_bytes``) where that store is :func:`larger_than_memory`; else leave the kernel's
+    default. A version's rows are advised "random" (the exact rescore reads scattered rows); a
+    merge or an ANN build that reads rows once, in order, advises them "sequential" first."""
+    if larger_than_memory(store_bytes):
         for a in arrays:
-            advise(a, "random")
+            advise(a, how)
 
 
 def advise(arr: np.ndarray, how: str) -> bool:

@@ -36,7 +36,7 @@ from .errors import CorruptStoreError
 from .files import Checks, Vanished
 from .manifest import Entry, State, Unit
 from .postings import Postings
-from .resident import advise_store
+from .resident import advise_if_larger
 from .segment import NAT, Segment, timestamp_column, date_order
 from .erase import erased_in
 
@@ -242,7 +242,8 @@ class Snapshot:
                                     f"manifest says {state.n_docs} documents, segments hold {self.n_docs}")
         self._starts = np.array([s.first_doc for s in segs], dtype=np.int64)
         self._starts_list = self._starts.tolist()  # for bisect: a scalar lookup 10x cheaper than numpy's
-        advise_store([s.embeddings for s in segs])  # the exact rescore reads scattered rows (storage/resident.py)
+        self.embedding_bytes = sum(s.embeddings.nbytes for s in segs)  # the float32 rows, mapped
+        advise_if_larger([s.embeddings for s in segs], self.embedding_bytes, "random")  # storage/resident.py
         reuse = base if (base is not None and not placeholders) else None
         self._derive(sups, placeholders, reuse)
         # Last, when nothing can fail any more: the term dictionary. An earlier version's is

@@ -55,6 +55,8 @@ def test_a_store_larger_than_memory_reads_its_rows_at_random(tmp_path, monkeypat
     with mempp.Store.open(tmp_path / "s", read_only=True) as fits:
         segs = [e.segment.embeddings for e in fits.searcher().snapshot.segments]
         assert all("rr" not in vm_flags(a) for a in segs), "a store that fits keeps the kernel's readahead"
+        ann_build(segs, 0, m=8, ef_construction=20, store_bytes=fits.searcher().snapshot.embedding_bytes)
+        assert all("sr" not in vm_flags(a) for a in segs), "nor does an ANN build change the advice of a store that fits"
         want = [[h.doc_id for h in fits.query("word7 common", embedding=emb[i], k=10)] for i in range(5)]
     monkeypatch.setattr(resident, "RANDOM_READS_SHARE", 0.0)  # every store is larger than memory now
     with mempp.Store.open(tmp_path / "s", read_only=True) as big:
@@ -69,7 +71,7 @@ def test_merge_and_ann_build_read_in_order(tmp_path, monkeypatch):
     with mempp.Store.open(tmp_path / "s") as s:
         segs = [e.segment.embeddings for e in s.searcher().snapshot.segments]
         assert all("rr" in vm_flags(a) for a in segs)
-        ann_build(segs, 0, m=8, ef_construction=20)
+        ann_build(segs, 0, m=8, ef_construction=20, store_bytes=s.searcher().snapshot.embedding_bytes)
         assert all("sr" in vm_flags(a) for a in segs), "the ANN build reads every row once, in order"
         s.build_ann(min_docs=1)
         assert all("rr" in vm_flags(a) for a in segs), "the version the build commits reads at random again"

@@ -107,12 +107,13 @@ def run(snap: Snapshot, question: str, qvec: np.ndarray | None, opt: QueryOption
     if weights["vector"] and qvec is not None and n_cand:
         t = time.perf_counter()
         vinfo: dict = {"method": "batch matrix product, exact rescore" if gathered is None else gathered}
-        rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo)
+        reuse: dict = {}  # both scans of this mask list each segment's candidate rows once
+        rankings["vector"] = vector if vector is not None else vector_leg(snap, qvec, mask, opt, vinfo, reuse)
         if opt.feedback and not refined:
             _, first = fuse(rankings, weights, snap.dates, NAT, 0, False)
             fvec, used = feedback_query(snap, qvec, fused_order(first)[: opt.feedback])
             if used:
-                rankings["vector"] = vector_leg(snap, fvec, mask, opt, None)
+                rankings["vector"] = vector_leg(snap, fvec, mask, opt, None, reuse)
                 vinfo["feedback"] = used
         elif refined:
             vinfo["feedback"] = gathered or "given"

@@ -31,7 +31,9 @@ RESCORE = 4  # the int8 scan keeps RESCORE x depth rows (at least depth + 100) f
 KEEP_PER_CANDIDATES = 200  # ... and at least one row per this many candidates
 
 
-def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None = None) -> np.ndarray:
+def vector_leg(
+    snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None = None, reuse: dict | None = None,
+) -> np.ndarray:
     """Top ``depth`` doc ids by cosine over the candidates, exactly.
 
     A document with extra window vectors scores as its best window (a float32 pass over
@@ -44,11 +46,13 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
     ``info`` receives how the leg ran.
 
     ``mask`` must be ``candidate_mask(snap, opt)`` or hold fewer documents: the int8 scan reads
-    only the rows dated inside ``date_bounds(opt)``.
+    only the rows dated inside ``date_bounds(opt)``. ``reuse``: a dict given to every scan of this
+    ``mask`` (the feedback scan's too), where the int8 scans keep each segment's list of candidate
+    rows (``kernels.int8scan.listed_rows``) instead of listing them again.
     """
     depth = opt.depth
     if (opt.context and snap.has_threads) or snap.has_windows:
-        return _dense_vector_leg(snap, query, mask, opt, info)
+        return _dense_vector_leg(snap, query, mask, opt, info, reuse)
     segments = snap.segments
     ann_used: list[str] = []
     ann_hits: list[tuple[np.ndarray, np.ndarray]] = []
@@ -89,7 +93,7 @@ def vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOp
         spans = [e.q8_span(lo, hi) for e in quant]
         for entry, span in zip(quant, spans):
             approx.n = prepared.scan(
-                entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n, entry.q8_order, span
+                entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, keep, approx.scores, approx.ids, approx.n, entry.q8_order, span, reuse
             )
         full = approx.n == keep
         floor = float(approx.scores[0]) if full else -np.inf  # the heap's root: the worst approximate score kept
@@ -226,7 +230,7 @@ def rescore(snap: Snapshot, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None) -> np.ndarray:
+def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, info: dict | None, reuse: dict | None) -> np.ndarray:
     depth = opt.depth
     prev, nxt = snap.thread_links
     betas = np.asarray(opt.context if snap.has_threads else (), dtype=np.float64)
@@ -249,7 +253,7 @@ def _dense_vector_leg(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: 
     # exact cosine is within ``eps`` of its first score, so each context score moves by at most
     # ``move``; a document more than twice that below the depth-th cannot enter, and only the
     # rest (and the neighbours their scores read) are rescored in float32 and ranked again.
-    first, eps = first_scores(snap, query, mask, opt)
+    first, eps = first_scores(snap, query, mask, opt, reuse)
     mu, sigma = candidate_moments(first, mask)
     move = eps / sigma * (max(1.0, float(betas.max(initial=0.0))) if opt.context_max else 1.0 + 2.0 * float(betas.sum()))
     move = move * (1.0 + 1e-6) + 1e-9  # the formula's own float64 rounding
@@ -287,7 +291,7 @@ def context_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: Que
     return exact, first
 
 
-def first_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions) -> tuple[np.ndarray, float]:
+def first_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: QueryOptions, reuse: dict | None = None) -> tuple[np.ndarray, float]:
     """Every candidate's first score (0 elsewhere), and a bound on how far its exact cosine
     (:func:`rescore`) can be from it.
 
@@ -305,7 +309,7 @@ def first_scores(snap: Snapshot, query: np.ndarray, mask: np.ndarray, opt: Query
             masked_dot_dense(entry.segment.embeddings, query, mask, entry.base, first)
             continue
         prepared = prepared or Int8Query(query)
-        prepared.dense(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, first, entry.q8_order, entry.q8_span(lo, hi))
+        prepared.dense(entry.q8, entry.q8_scale, entry.q8_stats(), mask, entry.base, first, entry.q8_order, entry.q8_span(lo, hi), reuse)
         eps = max(eps, prepared.error_bound(entry.q8_stats()))
     return first, eps + query.shape[0] * 2.0**-22 * float(np.linalg.norm(query))
 

@@ -42,7 +42,7 @@ from .avx2 import HAS_AVX2, has_avx2
 from .int8batch import BATCH_ROWS, PENDING, Int8Batch, batch_kernel_path, batch_scan, batch_scan_avx2, batch_scan_q8, batch_scan_vnni, batch_scan_vnni512, tiled_scan_ok
 from .int8quant import INT32_MAX, error_bound, quantize_query, row_stats, segment_stats, vnni_bytes
 from .int8scan import (
-    PREFETCH_AHEAD, Int8Query, identity_order, kernel_path, masked_dot_above_avx2, masked_dot_above_q8, masked_dot_above_vnni, masked_dot_dense_avx2,
+    PREFETCH_AHEAD, Int8Query, candidate_rows, identity_order, kernel_path, listed_rows, masked_dot_above_avx2, masked_dot_above_q8, masked_dot_above_vnni, masked_dot_dense_avx2,
     masked_dot_dense_q8, masked_dot_dense_vnni, masked_dot_topk_avx2, masked_dot_topk_q8, masked_dot_topk_vnni,
 )
 from .vnni import AMX_CONFIG, AMX_QUERIES, HAS_AMX, HAS_VNNI, HAS_VNNI512, TILE_QUERIES, TILE_ROWS, UNROLL, has_vnni
@@ -50,6 +50,6 @@ from .vnni import AMX_CONFIG, AMX_QUERIES, HAS_AMX, HAS_VNNI, HAS_VNNI512, TILE_
 __all__ = [
     "AMX_CONFIG", "AMX_QUERIES", "BATCH_ROWS", "HAS_AMX", "HAS_AVX2", "HAS_VNNI", "HAS_VNNI512", "INT32_MAX", "PENDING", "PREFETCH_AHEAD",
     "TILE_QUERIES", "TILE_ROWS", "UNROLL", "Int8Batch", "Int8Query", "batch_kernel_path", "batch_scan", "batch_scan_avx2", "batch_scan_q8", "batch_scan_vnni",
-    "batch_scan_vnni512", "error_bound", "has_avx2", "has_vnni", "identity_order", "kernel_path", "masked_dot_above_avx2", "masked_dot_above_q8",
+    "batch_scan_vnni512", "candidate_rows", "error_bound", "has_avx2", "has_vnni", "identity_order", "kernel_path", "listed_rows", "masked_dot_above_avx2", "masked_dot_above_q8",
     "masked_dot_above_vnni", "masked_dot_dense_avx2", "masked_dot_dense_q8", "masked_dot_dense_vnni", "masked_dot_topk_avx2", "masked_dot_topk_q8", "masked_dot_topk_vnni", "quantize_query", "row_stats", "segment_stats", "tiled_scan_ok", "vnni_bytes",
 ]

@@ -94,6 +94,19 @@ def masked_dot_dense_q8(q8, scale, qw, qscale, mask, base, out, order, start, st
             out[g] = scale[row] * (qs * np.float32(dot_qw(q8[row], qw)))
 
 
+
+@njit(cache=True, nogil=True)
+def candidate_rows(mask, base, order, start, stop, rows):
+    """List the stored rows of ``[start, stop)`` whose document is a candidate (``mask[base +
+    order[row]]``) into ``rows``, in stored order, without a branch on the mask; returns how many.
+
+    The prefetching kernels score ``rows[:m]``: listed first, the addresses feed the prefetcher."""
+    m = 0
+    for row in range(start, stop):
+        rows[m] = row
+        m += 1 if mask[base + order[row]] else 0
+    return m
+
 if HAS_VNNI:
 
     @njit(cache=True, nogil=True, inline="always")
@@ -109,18 +122,15 @@ if HAS_VNNI:
         return high + 255 * ((np.int64(l1[row]) + rowsum[row]) >> 1)
 
     @njit(cache=True, nogil=True)
-    def masked_dot_topk_vnni(q8, scale, rowsum, l1, hi, lo, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop):
-        """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching; ``rows``: scratch (n,) int64.
+    def masked_dot_topk_vnni(q8, scale, rowsum, l1, hi, lo, qscale, base, k, heap_scores, heap_ids, n_heap, rows, m, order):
+        """:func:`masked_dot_topk_q8` with ``vpdpbusd`` and prefetching, over the stored rows
+        ``rows[:m]`` (:func:`candidate_rows`), prefetched a few ahead.
 
         Once the heap is full, a row whose high half bounds its score below the heap's root
         skips the low half (about 99% of the rows on the bench workload): half the work, and
         the same heap, since the bound is exact in integers and float rounding is monotone.
         """
         qs = np.float32(qscale)
-        m = 0
-        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
-            rows[m] = row
-            m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
             prefetch_row(q8, rows[i])
         for i in range(m):
@@ -156,13 +166,10 @@ if HAS_VNNI:
         return n_out
 
     @njit(cache=True, nogil=True)
-    def masked_dot_dense_vnni(q8, scale, rowsum, hi, lo, qscale, mask, base, out, rows, order, start, stop):
-        """:func:`masked_dot_dense_q8` with ``vpdpbusd`` and prefetching (both halves of every row)."""
+    def masked_dot_dense_vnni(q8, scale, rowsum, hi, lo, qscale, base, out, rows, m, order):
+        """:func:`masked_dot_dense_q8` with ``vpdpbusd`` and prefetching (both halves of every
+        row), over the stored rows ``rows[:m]`` (:func:`candidate_rows`)."""
         qs = np.float32(qscale)
-        m = 0
-        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
-            rows[m] = row
-            m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
             prefetch_row(q8, rows[i])
         for i in range(m):
@@ -196,15 +203,10 @@ if HAS_AVX2:
         return np.int32(acc)
 
     @njit(cache=True, nogil=True)
-    def masked_dot_topk_avx2(q8, scale, qw, qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop):
+    def masked_dot_topk_avx2(q8, scale, qw, qscale, base, k, heap_scores, heap_ids, n_heap, rows, m, order):
         """:func:`masked_dot_topk_q8` with AVX2 (``vpmovsxbw`` + ``vpmaddwd``: the same int32 dot
-        products) and prefetching; ``rows``: scratch (n,) int64. Candidate rows are listed first,
-        without a branch on the mask, and prefetched a few ahead (as :func:`masked_dot_topk_vnni`)."""
+        products) over the stored rows ``rows[:m]`` (:func:`candidate_rows`), prefetched a few ahead."""
         qs = np.float32(qscale)
-        m = 0
-        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
-            rows[m] = row
-            m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
             prefetch_row(q8, rows[i])
         for i in range(m):
@@ -233,13 +235,10 @@ if HAS_AVX2:
         return n_out
 
     @njit(cache=True, nogil=True)
-    def masked_dot_dense_avx2(q8, scale, qw, qscale, mask, base, out, rows, order, start, stop):
-        """:func:`masked_dot_dense_q8` with AVX2 (the same int32 dot products) and prefetching."""
+    def masked_dot_dense_avx2(q8, scale, qw, qscale, base, out, rows, m, order):
+        """:func:`masked_dot_dense_q8` with AVX2 (the same int32 dot products) and prefetching, over
+        the stored rows ``rows[:m]`` (:func:`candidate_rows`)."""
         qs = np.float32(qscale)
-        m = 0
-        for row in range(start, stop):  # candidate rows first: their addresses feed the prefetcher
-            rows[m] = row
-            m += 1 if mask[base + order[row]] else 0
         for i in range(min(PREFETCH_AHEAD, m)):
             prefetch_row(q8, rows[i])
         for i in range(m):
@@ -306,6 +305,24 @@ def _rows_scratch(n: int) -> np.ndarray:
     return rows
 
 
+def listed_rows(q8, mask, base, order, start, stop, reuse: dict | None) -> tuple[np.ndarray, int]:
+    """``(rows, m)``: the candidate rows of a segment's span (:func:`candidate_rows`).
+
+    ``reuse``: a dict kept for the scans of one mask (a query's vector leg and its feedback scan
+    read the same candidates); the list is made once per segment, span and mask and kept there.
+    Without it, this thread's scratch list is filled again.
+    """
+    if reuse is None:
+        rows = _rows_scratch(stop - start)
+        return rows, candidate_rows(mask, base, order, start, stop, rows)
+    key = (id(q8), id(mask), base, start, stop)
+    got = reuse.get(key)
+    if got is None:
+        rows = np.empty(max(stop - start, 1), dtype=np.int64)
+        got = reuse[key] = (rows, candidate_rows(mask, base, order, start, stop, rows), mask)  # the mask kept alive: its id stays its own
+    return got[0], got[1]
+
+
 class Int8Query:
     """A query prepared for the int8 scans: quantized once, reused for every segment.
 
@@ -319,21 +336,20 @@ class Int8Query:
         self.qw, self.qscale = quantize_query(self.query, precise)
         self.hi, self.lo = vnni_bytes(self.qw, precise)
 
-    def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap, order=None, span=None) -> int:
+    def scan(self, q8, scale, stats, mask, base, k, heap_scores, heap_ids, n_heap, order=None, span=None, reuse: dict | None = None) -> int:
         """Offer the segment's masked rows to the heap; the fastest kernel this machine has.
 
         ``order``: the segment row of each stored row of ``q8`` (None: row order); ``span``:
-        ``(start, stop)``, the stored rows to scan, which must hold every candidate (None: all).
+        ``(start, stop)``, the stored rows to scan, which must hold every candidate (None: all);
+        ``reuse``: as in :func:`listed_rows` (the mask must not change while it is kept).
         """
         order, start, stop = _order_span(q8, order, span)
         if self.precise and vnni_ok(q8):
-            rows = _rows_scratch(len(q8))
-            return masked_dot_topk_vnni(
-                q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop
-            )
+            rows, m = listed_rows(q8, mask, base, order, start, stop, reuse)
+            return masked_dot_topk_vnni(q8, scale, stats[0], stats[1], self.hi, self.lo, self.qscale, base, k, heap_scores, heap_ids, n_heap, rows, m, order)
         if avx2_ok(q8):
-            rows = _rows_scratch(len(q8))
-            return masked_dot_topk_avx2(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, rows, order, start, stop)
+            rows, m = listed_rows(q8, mask, base, order, start, stop, reuse)
+            return masked_dot_topk_avx2(q8, scale, self.qw, self.qscale, base, k, heap_scores, heap_ids, n_heap, rows, m, order)
         return masked_dot_topk_q8(q8, scale, self.qw, self.qscale, mask, base, k, heap_scores, heap_ids, n_heap, order, start, stop)
 
     def above(self, q8, scale, stats, mask, base, threshold: float, out: np.ndarray, n_out: int, order=None, span=None) -> int:
@@ -349,14 +365,16 @@ class Int8Query:
             return masked_dot_above_avx2(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
         return masked_dot_above_q8(q8, scale, self.qw, self.qscale, mask, base, t, out, n_out, order, start, stop)
 
-    def dense(self, q8, scale, stats, mask, base, out: np.ndarray, order=None, span=None) -> None:
+    def dense(self, q8, scale, stats, mask, base, out: np.ndarray, order=None, span=None, reuse: dict | None = None) -> None:
         """Write every masked row's approximate score into ``out`` (global doc ids; others untouched).
-        ``order``, ``span``: as in :meth:`scan`."""
+        ``order``, ``span``, ``reuse``: as in :meth:`scan`."""
         order, start, stop = _order_span(q8, order, span)
         if self.precise and vnni_ok(q8):
-            masked_dot_dense_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, mask, base, out, _rows_scratch(len(q8)), order, start, stop)
+            rows, m = listed_rows(q8, mask, base, order, start, stop, reuse)
+            masked_dot_dense_vnni(q8, scale, stats[0], self.hi, self.lo, self.qscale, base, out, rows, m, order)
         elif avx2_ok(q8):
-            masked_dot_dense_avx2(q8, scale, self.qw, self.qscale, mask, base, out, _rows_scratch(len(q8)), order, start, stop)
+            rows, m = listed_rows(q8, mask, base, order, start, stop, reuse)
+            masked_dot_dense_avx2(q8, scale, self.qw, self.qscale, base, out, rows, m, order)
         else:
             masked_dot_dense_q8(q8, scale, self.qw, self.qscale, mask, base, out, order, start, stop)
 

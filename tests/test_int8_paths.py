@@ -41,6 +41,14 @@ def oracle_top(scores, mask, base, k) -> tuple[list, list]:
     return [base + r for r in best], [float(scores[r]) for r in best]
 
 
+def listed(mask, base, order, n) -> tuple[np.ndarray, int]:
+    """``(rows, m)`` for the prefetching kernels: the candidate rows, checked against numpy."""
+    rows = np.full(n + 1, -1, dtype=np.int64)
+    m = K.candidate_rows(mask, base, order, 0, n, rows)
+    assert rows[:m].tolist() == [r for r in range(n) if mask[base + order[r]]]
+    return rows, m
+
+
 def single_paths(q8):
     """The single-query top-k kernels this CPU runs for ``q8``: name -> call(prepared, mask, base, k, heap)."""
     from mempp.kernels import int8scan as S
@@ -52,7 +60,7 @@ def single_paths(q8):
     }
     if S.HAS_AVX2:
         paths["avx2"] = lambda p, scale, mask, base, k, h: S.masked_dot_topk_avx2(
-            q8, scale, p.qw, p.qscale, mask, base, k, h.scores, h.ids, h.n, np.empty(n, np.int64), order, 0, n
+            q8, scale, p.qw, p.qscale, base, k, h.scores, h.ids, h.n, *listed(mask, base, order, n), order
         )
     if S.vnni_ok(q8):
         paths["vnni"] = lambda p, scale, mask, base, k, h: p.scan(q8, scale, K.segment_stats(q8, scale), mask, base, k, h.scores, h.ids, h.n)
@@ -98,6 +106,34 @@ def test_every_single_query_path_equals_the_oracle(case, precise):
     assert (ids.tolist(), scores.tolist()) == want
 
 
+
+@PATHS
+@given(int8_cases())
+def test_rows_listed_once_serve_every_scan_of_their_mask(case):
+    """``reuse`` (a query's vector leg and its feedback scan): the candidate rows listed by the
+    first scan of a mask serve the next ones, and a scan of another mask does not take them (the
+    list is kept per mask). Every heap and dense score equals the oracle's."""
+    q8, scale, mask, base, query, k = case
+    other = mask.copy()
+    other[base:] = 1 - mask[base:]
+    stats = K.segment_stats(q8, scale)
+    reuse: dict = {}
+    for m, q in ((other, query), (mask, query), (mask, -query), (other, -query)):
+        p = K.Int8Query(q)
+        h = TopK(k)
+        h.n = p.scan(q8, scale, stats, m, base, k, h.scores, h.ids, h.n, reuse=reuse)
+        ids, scores = h.result()
+        want = oracle_top(oracle_scores(q8, scale, p.qw, p.qscale), m, base, k)
+        assert (ids.tolist(), scores.tolist()) == want
+        dense = np.full(base + len(q8), -9.0, dtype=np.float32)
+        p.dense(q8, scale, stats, m, base, dense, reuse=reuse)
+        rows = np.flatnonzero(m[base:])
+        expect = np.full(base + len(q8), -9.0, dtype=np.float32)
+        expect[base + rows] = oracle_scores(q8, scale, p.qw, p.qscale)[rows]
+        assert np.array_equal(dense, expect)
+    if K.HAS_AVX2:
+        assert len(reuse) == 2  # one list per mask, made once
+
 @PATHS
 @given(int8_cases())
 def test_every_threshold_pass_equals_the_oracle(case):
@@ -140,12 +176,12 @@ def test_every_dense_path_equals_the_oracle(case):
     got = {name: np.full(base + n, -9.0, dtype=np.float32) for name in ("portable", "avx2", "vnni", "picked")}
     K.masked_dot_dense_q8(q8, scale, p.qw, p.qscale, mask, base, got["portable"], order, 0, n)
     if K.HAS_AVX2:
-        K.masked_dot_dense_avx2(q8, scale, p.qw, p.qscale, mask, base, got["avx2"], np.empty(n, np.int64), order, 0, n)
+        K.masked_dot_dense_avx2(q8, scale, p.qw, p.qscale, base, got["avx2"], *listed(mask, base, order, n), order)
     else:
         del got["avx2"]
     stats = K.segment_stats(q8, scale)
     if K.HAS_VNNI and q8.shape[1] % (32 * K.UNROLL) == 0:
-        K.masked_dot_dense_vnni(q8, scale, stats[0], p.hi, p.lo, p.qscale, mask, base, got["vnni"], np.empty(n, np.int64), order, 0, n)
+        K.masked_dot_dense_vnni(q8, scale, stats[0], p.hi, p.lo, p.qscale, base, got["vnni"], *listed(mask, base, order, n), order)
     else:
         del got["vnni"]
     p.dense(q8, scale, stats, mask, base, got["picked"])

@@ -94,7 +94,6 @@ def masked_dot_dense_q8(q8, scale, qw, qscale, mask, base, out, order, start, st
             out[g] = scale[row] * (qs * np.float32(dot_qw(q8[row], qw)))
 
 
-
 @njit(cache=True, nogil=True)
 def candidate_rows(mask, base, order, start, stop, rows):
     """List the stored rows of ``[start, stop)`` whose document is a candidate (``mask[base +
@@ -106,6 +105,7 @@ def candidate_rows(mask, base, order, start, stop, rows):
         rows[m] = row
         m += 1 if mask[base + order[row]] else 0
     return m
+
 
 if HAS_VNNI:
 

@@ -12,10 +12,13 @@ cached, in order of preference:
 4. under a new private temporary directory when neither is (cached for this process only).
 
 Only functions defined in mempp's own modules are affected: numba's other users keep its defaults.
+A cache file of mempp's that cannot be written (a full disk, a file-size limit) is skipped, and the
+kernel runs from memory; numba would raise the ``OSError`` from the call that compiled it.
 Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chosen when a
 ``cache=True`` function is decorated, at import).
 
-Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`) and the seeding of the cache
+Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`), the skipping of a cache file
+that cannot be written (:func:`_save_overload_or_skip`) and the seeding of the cache
 from the shipped ``_precompiled/`` (:func:`seed`).
 
 Never imports: precompile, mempp.storage, mempp.store.
@@ -80,20 +83,43 @@ class MemppCacheLocator(caching.UserProvidedCacheLocator):
     def from_function(cls, py_func, py_file):
         if config.CACHE_DIR:
             return None  # NUMBA_CACHE_DIR is set: numba's own locator honours it
-        here = os.path.dirname(os.path.abspath(py_file))
-        if not any(here == d or here.startswith(d + os.sep) for d in _PACKAGE_DIRS):
+        if not _ours(py_file):
             return None
         return caching._SourceFileBackedLocatorMixin.from_function.__func__(cls, py_func, py_file)
 
 
+def _ours(path: str) -> bool:
+    here = os.path.dirname(os.path.abspath(path))
+    return any(here == d or here.startswith(d + os.sep) for d in _PACKAGE_DIRS)
+
+
+_numba_save_overload = caching.Cache.save_overload
+
+
+def _save_overload_or_skip(self, sig, data) -> None:
+    """numba's ``Cache.save_overload``, except that for mempp's own kernels a cache file that cannot
+    be written (a full disk, a file-size limit, a read-only cache) is skipped: the kernel is
+    compiled and runs from memory, and the next process compiles it again. Left to numba, the
+    ``OSError`` would surface from whatever store write or query first called the kernel, in place
+    of that write's own error (a full disk must fail a commit with ``StoreWriteError``, and only
+    when the store's own files cannot be written)."""
+    try:
+        _numba_save_overload(self, sig, data)
+    except OSError:
+        if not _ours(self._py_func.__code__.co_filename):
+            raise
+
+
 def install(*package_dirs: str) -> None:
     """Route the cache of functions defined under ``package_dirs`` through :class:`MemppCacheLocator`
-    (idempotent), and seed the cache from what the package ships (:func:`seed`)."""
+    (idempotent), let a cache file that cannot be written pass (:func:`_save_overload_or_skip`), and
+    seed the cache from what the package ships (:func:`seed`)."""
     global _PACKAGE_DIRS
     _PACKAGE_DIRS = tuple(sorted(set(_PACKAGE_DIRS) | {os.path.abspath(d) for d in package_dirs}))
     classes = caching.CacheImpl._locator_classes
     if MemppCacheLocator not in classes:
         classes.insert(0, MemppCacheLocator)
+    caching.Cache.save_overload = _save_overload_or_skip
     for d in package_dirs:
         seed(Path(d) / PRECOMPILED)
 

@@ -310,6 +310,7 @@ FOREIGN_PRIVATE = {
     "_fields": "the NamedTuple API",
     "_locator_classes": "numba: the cache locators, where kernels/jitcache.py puts its own first",
     "_SourceFileBackedLocatorMixin": "numba: the locator base class jitcache.py extends",
+    "_py_func": "numba: the function a cache belongs to (jitcache.py skips an unwritable cache file for mempp's own only)",
     "_actions": "argparse: the parser's arguments, which the CLI's help test walks",
     "_group_actions": "argparse: a subcommand group's parsers (the same walk)",
     "_subparsers": "argparse: the subcommands (the same walk)",

@@ -95,3 +95,55 @@ def test_other_numba_users_keep_numba_defaults(tmp_path):
     env.pop("NUMBA_CACHE_DIR", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(out) == tmp_path / "__pycache__"
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import json, os, resource, signal, sys
+    import numpy as np
+    import mempp.kernels
+    from mempp.kernels.topk import heap_sorted
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit raises EFBIG instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    out = {}
+    s = np.array([1.0, 3.0, 2.0], dtype=np.float32); i = np.array([1, 0, 2], dtype=np.int64)  # a min-heap
+    got_s, got_i = np.empty(3, np.float32), np.empty(3, np.int64)
+    heap_sorted(s, i, 3, got_s, got_i)
+    out["scores"], out["ids"] = got_s.tolist(), got_i.tolist()
+    if len(sys.argv) > 1:  # a user's own cached function: numba's behaviour, untouched
+        sys.path.insert(0, sys.argv[1])
+        try:
+            import usermod
+            usermod.f(1)
+            out["user"] = "cached"
+        except OSError as exc:
+            out["user"] = exc.errno
+    out["written"] = sorted(str(p) for p in __import__("pathlib").Path(heap_sorted._cache._cache_path).glob("*.nbc"))
+    print(json.dumps(out))
+    """
+)
+
+
+def _full_disk(env_updates: dict[str, str], *args: str) -> dict:
+    env = dict(os.environ, **env_updates)
+    if "NUMBA_CACHE_DIR" not in env_updates:
+        env.pop("NUMBA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, *args], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_kernel_compiled_on_a_full_disk_runs_without_its_cache_file(tmp_path):
+    """A fresh process whose first call compiles a kernel while no file can grow (a full disk, a
+    file-size limit): the kernel runs from memory and nothing is cached, where numba alone raises
+    EFBIG from the call (a store write would fail with numba's error instead of its own)."""
+    import errno
+
+    (tmp_path / "usermod.py").write_text("from numba import njit\n@njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    got = _full_disk({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, str(tmp_path))
+    assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+    assert got["written"] == []
+    assert got["user"] == errno.EFBIG  # only mempp's own kernels are spared
+    got = _full_disk({"NUMBA_CACHE_DIR": str(tmp_path / "nc")})  # numba's own locator, the same guard
+    assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+    assert got["written"] == []

@@ -13,12 +13,14 @@ cached, in order of preference:
 
 Only functions defined in mempp's own modules are affected: numba's other users keep its defaults.
 A cache file of mempp's that cannot be written (a full disk, a file-size limit) is skipped, and the
-kernel runs from memory; numba would raise the ``OSError`` from the call that compiled it.
+kernel runs from memory; numba would raise the ``OSError`` from the call that compiled it. A damaged
+one (truncated by a crash) is compiled again and rewritten; numba would fail every call on it.
 Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chosen when a
 ``cache=True`` function is decorated, at import).
 
 Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`), the skipping of a cache file
-that cannot be written (:func:`_save_overload_or_skip`) and the seeding of the cache
+that cannot be written (:func:`_save_overload_or_skip`) or read (:func:`_load_overload_or_compile`)
+and the seeding of the cache
 from the shipped ``_precompiled/`` (:func:`seed`).
 
 Never imports: precompile, mempp.storage, mempp.store.
@@ -94,6 +96,25 @@ def _ours(path: str) -> bool:
 
 
 _numba_save_overload = caching.Cache.save_overload
+_numba_load_overload = caching.Cache.load_overload
+
+
+def _load_overload_or_compile(self, sig, target_context):
+    """numba's ``Cache.load_overload``, except that for mempp's own kernels a damaged cache entry (a
+    truncated index or data file, after a crash or a power loss) is a miss: the function's index is
+    reset, the kernel is compiled, and the compile's save writes a whole entry again. Left to numba,
+    the unpickling error would fail every call of the kernel, in every process, until someone
+    deleted the file."""
+    try:
+        return _numba_load_overload(self, sig, target_context)
+    except Exception:
+        if not _ours(self._py_func.__code__.co_filename):
+            raise
+        try:
+            self.flush()  # an empty index in place of the damaged one
+        except OSError:
+            pass  # an unwritable cache: the save after the compile is skipped too
+        return None
 
 
 def _save_overload_or_skip(self, sig, data) -> None:
@@ -112,14 +133,15 @@ def _save_overload_or_skip(self, sig, data) -> None:
 
 def install(*package_dirs: str) -> None:
     """Route the cache of functions defined under ``package_dirs`` through :class:`MemppCacheLocator`
-    (idempotent), let a cache file that cannot be written pass (:func:`_save_overload_or_skip`), and
-    seed the cache from what the package ships (:func:`seed`)."""
+    (idempotent), let a cache file that cannot be written or read pass (:func:`_save_overload_or_skip`,
+    :func:`_load_overload_or_compile`), and seed the cache from what the package ships (:func:`seed`)."""
     global _PACKAGE_DIRS
     _PACKAGE_DIRS = tuple(sorted(set(_PACKAGE_DIRS) | {os.path.abspath(d) for d in package_dirs}))
     classes = caching.CacheImpl._locator_classes
     if MemppCacheLocator not in classes:
         classes.insert(0, MemppCacheLocator)
     caching.Cache.save_overload = _save_overload_or_skip
+    caching.Cache.load_overload = _load_overload_or_compile
     for d in package_dirs:
         seed(Path(d) / PRECOMPILED)
 

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import mempp.kernels
 
 KERNELS = Path(mempp.kernels.__file__).resolve().parent
@@ -147,3 +149,40 @@ def test_a_kernel_compiled_on_a_full_disk_runs_without_its_cache_file(tmp_path):
     got = _full_disk({"NUMBA_CACHE_DIR": str(tmp_path / "nc")})  # numba's own locator, the same guard
     assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
     assert got["written"] == []
+
+
+HITS = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from mempp.kernels.topk import heap_sorted
+    s = np.array([1.0, 3.0, 2.0], dtype=np.float32); i = np.array([1, 0, 2], dtype=np.int64)  # a min-heap
+    got_s, got_i = np.empty(3, np.float32), np.empty(3, np.int64)
+    heap_sorted(s, i, 3, got_s, got_i)
+    print(json.dumps({"scores": got_s.tolist(), "ids": got_i.tolist(),
+                      "hits": sum(heap_sorted.stats.cache_hits.values()), "misses": sum(heap_sorted.stats.cache_misses.values())}))
+    """
+)
+
+
+@pytest.mark.parametrize("damaged", ["nbi", "nbc"])
+def test_a_damaged_cache_entry_is_compiled_again_and_rewritten(tmp_path, damaged):
+    """A kernel's cache file cut short (a crash or power loss while numba wrote it): the next process
+    compiles the kernel and answers, and the one after it loads the rewritten entry."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def run() -> dict:
+        proc = subprocess.run([sys.executable, "-c", HITS], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+        return got
+
+    run()
+    files = list((tmp_path / "xdg" / "mempp" / "numba").rglob(f"topk.heap_sorted-*.{damaged}"))
+    assert files
+    for f in files:
+        f.write_bytes(f.read_bytes()[:20])
+    assert run()["hits"] == 0  # compiled again
+    assert run()["hits"] == 1  # and cached again

@@ -18,10 +18,9 @@ one (truncated by a crash) is compiled again and rewritten; numba would fail eve
 Installed by ``mempp.kernels`` before any kernel is compiled (a locator is chosen when a
 ``cache=True`` function is decorated, at import).
 
-Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`), the skipping of a cache file
-that cannot be written (:func:`_save_overload_or_skip`) or read (:func:`_load_overload_or_compile`)
-and the seeding of the cache
-from the shipped ``_precompiled/`` (:func:`seed`).
+Owns the cache locator (:class:`MemppCacheLocator`, :func:`install`), the passing over of a cache
+file that cannot be written (:func:`_save_overload_or_skip`) or read (:func:`_load_overload_or_compile`),
+and the seeding of the cache from the shipped ``_precompiled/`` (:func:`seed`).
 
 Never imports: precompile, mempp.storage, mempp.store.
 """

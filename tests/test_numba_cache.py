@@ -38,7 +38,9 @@ PROBE = textwrap.dedent(
 )
 
 
-def _probe(env_updates: dict[str, str | None], *args: str) -> dict:
+def _probe(env_updates: dict[str, str | None], *args: str, script: str = PROBE) -> dict:
+    """Run ``script`` in a fresh interpreter (``NUMBA_CACHE_DIR`` unset unless ``env_updates`` sets
+    it; a None value unsets that variable) and return the JSON of its last line."""
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
     for k, v in env_updates.items():
@@ -46,8 +48,9 @@ def _probe(env_updates: dict[str, str | None], *args: str) -> dict:
             env.pop(k, None)
         else:
             env[k] = v
-    out = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    proc = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _inside(path: str, root: Path) -> bool:
@@ -99,19 +102,26 @@ def test_other_numba_users_keep_numba_defaults(tmp_path):
     assert Path(out) == tmp_path / "__pycache__"
 
 
-FULL_DISK = textwrap.dedent(
-    """
-    import json, os, resource, signal, sys
-    import numpy as np
-    import mempp.kernels
-    from mempp.kernels.topk import heap_sorted
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit raises EFBIG instead of killing us
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-    out = {}
-    s = np.array([1.0, 3.0, 2.0], dtype=np.float32); i = np.array([1, 0, 2], dtype=np.int64)  # a min-heap
+
+# heap_sorted over a min-heap of three; ``out`` holds its answer and the cache's hits in this process
+HEAP_SORTED = """
+import json, sys
+import numpy as np
+from mempp.kernels.topk import heap_sorted
+def sort_heap():
+    s = np.array([1.0, 3.0, 2.0], dtype=np.float32); i = np.array([1, 0, 2], dtype=np.int64)
     got_s, got_i = np.empty(3, np.float32), np.empty(3, np.int64)
     heap_sorted(s, i, 3, got_s, got_i)
-    out["scores"], out["ids"] = got_s.tolist(), got_i.tolist()
+    return {"scores": got_s.tolist(), "ids": got_i.tolist(), "hits": sum(heap_sorted.stats.cache_hits.values())}
+"""
+SORTED = ([3.0, 2.0, 1.0], [0, 2, 1])
+
+FULL_DISK = HEAP_SORTED + textwrap.dedent(
+    """
+    import pathlib, resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit raises EFBIG instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    out = sort_heap()
     if len(sys.argv) > 1:  # a user's own cached function: numba's behaviour, untouched
         sys.path.insert(0, sys.argv[1])
         try:
@@ -120,19 +130,10 @@ FULL_DISK = textwrap.dedent(
             out["user"] = "cached"
         except OSError as exc:
             out["user"] = exc.errno
-    out["written"] = sorted(str(p) for p in __import__("pathlib").Path(heap_sorted._cache._cache_path).glob("*.nbc"))
+    out["written"] = sorted(str(p) for p in pathlib.Path(heap_sorted._cache._cache_path).glob("*.nbc"))
     print(json.dumps(out))
     """
 )
-
-
-def _full_disk(env_updates: dict[str, str], *args: str) -> dict:
-    env = dict(os.environ, **env_updates)
-    if "NUMBA_CACHE_DIR" not in env_updates:
-        env.pop("NUMBA_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK, *args], env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_a_kernel_compiled_on_a_full_disk_runs_without_its_cache_file(tmp_path):
@@ -142,41 +143,24 @@ def test_a_kernel_compiled_on_a_full_disk_runs_without_its_cache_file(tmp_path):
     import errno
 
     (tmp_path / "usermod.py").write_text("from numba import njit\n@njit(cache=True)\ndef f(x):\n    return x + 1\n")
-    got = _full_disk({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, str(tmp_path))
-    assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+    got = _probe({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, str(tmp_path), script=FULL_DISK)
+    assert (got["scores"], got["ids"]) == SORTED
     assert got["written"] == []
     assert got["user"] == errno.EFBIG  # only mempp's own kernels are spared
-    got = _full_disk({"NUMBA_CACHE_DIR": str(tmp_path / "nc")})  # numba's own locator, the same guard
-    assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+    got = _probe({"NUMBA_CACHE_DIR": str(tmp_path / "nc")}, script=FULL_DISK)  # numba's own locator, the same guard
+    assert (got["scores"], got["ids"]) == SORTED
     assert got["written"] == []
-
-
-HITS = textwrap.dedent(
-    """
-    import json
-    import numpy as np
-    from mempp.kernels.topk import heap_sorted
-    s = np.array([1.0, 3.0, 2.0], dtype=np.float32); i = np.array([1, 0, 2], dtype=np.int64)  # a min-heap
-    got_s, got_i = np.empty(3, np.float32), np.empty(3, np.int64)
-    heap_sorted(s, i, 3, got_s, got_i)
-    print(json.dumps({"scores": got_s.tolist(), "ids": got_i.tolist(),
-                      "hits": sum(heap_sorted.stats.cache_hits.values()), "misses": sum(heap_sorted.stats.cache_misses.values())}))
-    """
-)
 
 
 @pytest.mark.parametrize("damaged", ["nbi", "nbc"])
 def test_a_damaged_cache_entry_is_compiled_again_and_rewritten(tmp_path, damaged):
     """A kernel's cache file cut short (a crash or power loss while numba wrote it): the next process
     compiles the kernel and answers, and the one after it loads the rewritten entry."""
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
-    env.pop("NUMBA_CACHE_DIR", None)
+    script = HEAP_SORTED + "print(json.dumps(sort_heap()))\n"
 
     def run() -> dict:
-        proc = subprocess.run([sys.executable, "-c", HITS], env=env, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        got = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert (got["scores"], got["ids"]) == ([3.0, 2.0, 1.0], [0, 2, 1])
+        got = _probe({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, script=script)
+        assert (got["scores"], got["ids"]) == SORTED
         return got
 
     run()
